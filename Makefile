@@ -1,0 +1,40 @@
+# Shardline: `make run` and `make test` are the two commands in README.md.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: venv run test test-embedded bench clean-embedded
+
+venv: $(STAMP)
+
+# Reinstalls only when pyproject.toml changes, so `make test` stays quick.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[server,tf,test]'
+	touch $(STAMP)
+
+run: venv
+	$(BIN)/python manage.py serve
+
+# The whole suite against DATABASE_URL (or the embedded Postgres when it is
+# unset). When DATABASE_URL names a server, the smoke subset also runs against
+# the embedded Postgres, so both set-ups are proven by one command.
+test: venv
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@if [ -n "$$DATABASE_URL" ]; then \
+		echo "== smoke subset against the embedded Postgres =="; \
+		env -u DATABASE_URL $(BIN)/python -m pytest -m smoke $(PYTEST_ARGS); \
+	fi
+
+test-embedded: venv
+	env -u DATABASE_URL $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: venv
+	$(BIN)/python bench/dispatch.py
+
+clean-embedded: venv
+	$(BIN)/python manage.py embedded_pg stop
+	rm -rf .shardline

@@ -1,0 +1,28 @@
+"""``Authorization: Token <key>`` authentication."""
+
+from rest_framework import authentication, exceptions
+
+from ..services import accounts
+
+
+class TokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Token"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("malformed Authorization header; expected 'Token <key>'")
+        try:
+            key = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("the token contains characters that no token has") from None
+        token = accounts.authenticate_key(key)
+        if token is None:
+            raise exceptions.AuthenticationFailed("invalid, expired or revoked token")
+        return token.user, token
+
+    def authenticate_header(self, request):
+        # Makes DRF answer 401 (not 403) when no credentials were sent.
+        return self.keyword

@@ -1,0 +1,19 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("jobs/", views.JobListCreateView.as_view(), name="job-list"),
+    path("jobs/<int:job_id>/", views.JobDetailView.as_view(), name="job-detail"),
+    path("jobs/<int:job_id>/pause/", views.PauseJobView.as_view(), name="job-pause"),
+    path("jobs/<int:job_id>/resume/", views.ResumeJobView.as_view(), name="job-resume"),
+    path("jobs/<int:job_id>/cancel/", views.CancelJobView.as_view(), name="job-cancel"),
+    path("jobs/<int:job_id>/watermarks/", views.WatermarksView.as_view(), name="job-watermarks"),
+    path("jobs/<int:job_id>/leases/", views.TakeView.as_view(), name="job-take"),
+    path("jobs/<int:job_id>/items/", views.ItemsView.as_view(), name="job-items"),
+    path("leases/extend/", views.ExtendManyView.as_view(), name="lease-extend-many"),
+    path("leases/<int:lease_id>/complete/", views.CompleteView.as_view(), name="lease-complete"),
+    path("leases/<int:lease_id>/fail/", views.FailView.as_view(), name="lease-fail"),
+    path("leases/<int:lease_id>/extend/", views.ExtendView.as_view(), name="lease-extend"),
+    path("workers/", views.WorkersView.as_view(), name="worker-list"),
+]

@@ -1,0 +1,285 @@
+"""REST API views: parse, call a service or selector, render. Nothing else."""
+
+from __future__ import annotations
+
+import csv
+
+from django.db import connection
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import generics, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import selectors
+from ..errors import LeaseLost
+from ..models import JobState
+from ..services import jobs as job_service
+from ..services import leases as lease_service
+from . import serializers as s
+from .pagination import ItemCursorPagination
+from .permissions import IsAdmin, IsViewer, IsWorker
+
+ERROR = inline_serializer(
+    "Error",
+    {
+        "error": serializers.CharField(),
+        "message": serializers.CharField(),
+        "fields": serializers.DictField(required=False),
+    },
+)
+
+
+def _validated(serializer_class, data, **kwargs):
+    serializer = serializer_class(data=data, **kwargs)
+    serializer.is_valid(raise_exception=True)
+    return serializer
+
+
+class JobListCreateView(generics.ListAPIView):
+    serializer_class = s.JobSerializer
+
+    def get_permissions(self):
+        return [IsWorker()] if self.request.method == "POST" else [IsViewer()]
+
+    def get_queryset(self):
+        state = self.request.query_params.get("state")
+        if state and state not in JobState.values:
+            raise serializers.ValidationError({"state": [f"unknown state; choose one of {', '.join(JobState.values)}"]})
+        return selectors.jobs(state).select_related("created_by")
+
+    @extend_schema(
+        parameters=[OpenApiParameter("state", str, enum=JobState.values)],
+        summary="List jobs, newest first",
+    )
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        request=s.JobCreateSerializer,
+        responses={201: s.JobSerializer, 200: s.JobSerializer, 400: ERROR, 409: ERROR},
+        summary="Create a job, or attach to the job with the same name and spec",
+        description=(
+            "Idempotent by name and spec: every worker of a training run can call it and all get the "
+            "same job (201 for the caller that created it, 200 for the others). The same name with a "
+            "different spec is a 409 that names the differing fields."
+        ),
+    )
+    def post(self, request):
+        spec = _validated(s.JobCreateSerializer, request.data).to_spec()
+        job, created = job_service.create_or_attach(spec, request.user)
+        return Response(s.JobSerializer(job).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class JobDetailView(APIView):
+    permission_classes = [IsViewer]
+
+    @extend_schema(responses={200: s.JobSerializer, 404: ERROR}, summary="One job")
+    def get(self, request, job_id: int):
+        return Response(s.JobSerializer(job_service.get_job(job_id)).data)
+
+
+class _JobActionView(APIView):
+    permission_classes = [IsAdmin]
+    action = None
+
+    @extend_schema(request=None, responses={200: s.JobSerializer, 404: ERROR, 409: ERROR})
+    def post(self, request, job_id: int):
+        job = getattr(job_service, self.action)(job_id, request.user)
+        return Response(s.JobSerializer(job).data)
+
+
+class PauseJobView(_JobActionView):
+    action = "pause"
+
+
+class ResumeJobView(_JobActionView):
+    action = "resume"
+
+
+class CancelJobView(_JobActionView):
+    action = "cancel"
+
+
+class WatermarksView(APIView):
+    permission_classes = [IsViewer]
+
+    @extend_schema(responses={200: s.WatermarksSerializer, 404: ERROR}, summary="Totals, per-epoch counts, rate and ETA")
+    def get(self, request, job_id: int):
+        job = job_service.get_job(job_id)
+        return Response(s.WatermarksSerializer(selectors.watermarks(job)).data)
+
+
+class TakeView(APIView):
+    permission_classes = [IsWorker]
+
+    @extend_schema(
+        request=s.TakeSerializer,
+        responses={200: s.TakeResponseSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
+        summary="Lease the next items (and complete earlier ones in the same request)",
+    )
+    def post(self, request, job_id: int):
+        data = _validated(s.TakeSerializer, request.data).validated_data
+        completions = [lease_service.Completion(c["id"], c["token"], c["records"]) for c in data["complete"]]
+        result = lease_service.take(job_id, data["worker"], data["count"], completions)
+        return Response(
+            {
+                "leases": [
+                    {
+                        "id": lease.id,
+                        "token": lease.token,
+                        "item": lease.item,
+                        "epoch": lease.epoch,
+                        "position": lease.position,
+                        "expires_at": lease.expires_at,
+                    }
+                    for lease in result.leases
+                ],
+                "exhausted": result.exhausted,
+                "retry_after": result.retry_after,
+                "completed": result.completed,
+                "lost": result.lost,
+            }
+        )
+
+
+class CompleteView(APIView):
+    permission_classes = [IsWorker]
+
+    @extend_schema(
+        request=s.CompleteSerializer,
+        responses={200: inline_serializer("Completed", {"id": serializers.IntegerField(), "state": serializers.CharField()}), 409: ERROR},
+        summary="Complete a lease (repeating an accepted completion is fine)",
+    )
+    def post(self, request, lease_id: int):
+        data = _validated(s.CompleteSerializer, request.data).validated_data
+        lease_service.complete(lease_id, data["token"], data["records"])
+        return Response({"id": lease_id, "state": "done"})
+
+
+class FailView(APIView):
+    permission_classes = [IsWorker]
+
+    @extend_schema(
+        request=s.FailSerializer,
+        responses={
+            200: inline_serializer(
+                "Failed",
+                {
+                    "id": serializers.IntegerField(),
+                    "state": serializers.CharField(),
+                    "attempts": serializers.IntegerField(),
+                    "max_attempts": serializers.IntegerField(),
+                },
+            ),
+            409: ERROR,
+        },
+        summary="Give an item back with an error: retried until max_attempts, then failed",
+    )
+    def post(self, request, lease_id: int):
+        data = _validated(s.FailSerializer, request.data).validated_data
+        return Response(lease_service.fail(lease_id, data["token"], data["error"]))
+
+
+class ExtendView(APIView):
+    permission_classes = [IsWorker]
+
+    @extend_schema(
+        request=s.TokenSerializer,
+        responses={200: inline_serializer("Extended", {"id": serializers.IntegerField(), "expires_at": serializers.DateTimeField()}), 409: ERROR},
+        summary="Heartbeat: push a lease's expiry forward by the job's lease timeout",
+    )
+    def post(self, request, lease_id: int):
+        data = _validated(s.TokenSerializer, request.data).validated_data
+        extended, lost = lease_service.extend([(lease_id, data["token"])])
+        if lost:
+            raise LeaseLost(f"lease {lease_id} is not held with token {data['token']}: it expired and was taken back, or was never yours")
+        return Response({"id": lease_id, "expires_at": extended[lease_id]})
+
+
+class ExtendManyView(APIView):
+    permission_classes = [IsWorker]
+
+    @extend_schema(
+        request=s.ExtendManySerializer,
+        responses={200: s.ExtendResponseSerializer},
+        summary="Heartbeat for many leases at once (the SDK's heartbeat thread)",
+    )
+    def post(self, request):
+        data = _validated(s.ExtendManySerializer, request.data).validated_data
+        extended, lost = lease_service.extend([(ref["id"], ref["token"]) for ref in data["leases"]])
+        return Response({"extended": {str(k): v for k, v in extended.items()}, "lost": lost})
+
+
+class ItemsView(generics.ListAPIView):
+    """Audit: items with their lease history fields; ``?format=csv`` streams everything that matches."""
+
+    permission_classes = [IsViewer]
+    serializer_class = s.ItemSerializer
+    pagination_class = ItemCursorPagination
+
+    def _filters(self):
+        data = _validated(s.ItemFilterSerializer, self.request.query_params).validated_data
+        return {key: data.get(key) for key in ("state", "epoch", "worker")}
+
+    def get_queryset(self):
+        job = job_service.get_job(self.kwargs["job_id"])
+        return selectors.items(job, **self._filters())
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("state", str, enum=["pending", "leased", "done", "failed"]),
+            OpenApiParameter("epoch", int),
+            OpenApiParameter("worker", str),
+            OpenApiParameter("format", str, enum=["json", "csv"]),
+        ],
+        responses={200: s.ItemSerializer(many=True), (200, "text/csv"): OpenApiTypes.STR},
+        summary="Audit items (filters: state, epoch, worker); ?format=csv streams the whole selection",
+    )
+    def get(self, request, job_id: int):
+        filters = self._filters()
+        if request.query_params.get("format") == "csv":
+            job = job_service.get_job(job_id)
+            return _csv_response(job, filters)
+        return super().get(request, job_id=job_id)
+
+
+def _csv_response(job, filters) -> StreamingHttpResponse:
+    query, params = selectors.audit_rows_sql(job, **filters)
+
+    class Echo:
+        def write(self, value):
+            return value
+
+    def rows():
+        writer = csv.writer(Echo())
+        yield writer.writerow(selectors.AUDIT_COLUMNS)
+        # A server-side cursor: rows are fetched in chunks as the response
+        # streams, so a million-item export never sits in memory.
+        with connection.chunked_cursor() as cursor:
+            cursor.execute(query, params)
+            while chunk := cursor.fetchmany(2000):
+                for row in chunk:
+                    yield writer.writerow(row)
+
+    response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{job.name}-items.csv"'
+    return response
+
+
+class WorkersView(generics.ListAPIView):
+    permission_classes = [IsViewer]
+    serializer_class = s.WorkerSerializer
+
+    def get_queryset(self):
+        job_id = self.request.query_params.get("job")
+        if job_id is None:
+            return selectors.workers()
+        if not job_id.isdigit():
+            raise serializers.ValidationError({"job": ["expected a job id"]})
+        return selectors.workers(job_service.get_job(int(job_id)))
+
+    @extend_schema(parameters=[OpenApiParameter("job", int)], summary="Workers seen, with items done and mean item time")
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class ShardlineConfig(AppConfig):
+    name = "server"
+    label = "shardline"
+    verbose_name = "Shardline dispatch"
+    default_auto_field = "django.db.models.BigAutoField"

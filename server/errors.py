@@ -1,0 +1,67 @@
+"""The domain's errors. ``server.api.errors`` maps them to HTTP in one place."""
+
+from __future__ import annotations
+
+
+class ShardlineError(Exception):
+    """Base class: ``status`` is the HTTP status, ``code`` a stable machine name."""
+
+    status = 400
+    code = "error"
+
+    def __init__(self, message: str, **details):
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class InvalidInput(ShardlineError):
+    status = 400
+    code = "invalid"
+
+    def __init__(self, message: str, fields: dict | None = None):
+        super().__init__(message, fields=fields or {})
+
+
+class NotFound(ShardlineError):
+    status = 404
+    code = "not_found"
+
+
+class JobSpecConflict(ShardlineError):
+    """Same job name, different spec."""
+
+    status = 409
+    code = "job_spec_conflict"
+
+    def __init__(self, name: str, fields: list[str]):
+        listed = ", ".join(fields)
+        super().__init__(
+            f"a job named {name!r} already exists with a different {listed}; "
+            f"use another name for a new job, or the same spec to attach to it",
+            fields=fields,
+        )
+
+
+class LeaseLost(ShardlineError):
+    """The lease is no longer held with this token (expired and taken back, restored, or never held)."""
+
+    status = 409
+    code = "lease_lost"
+
+
+class InvalidTransition(ShardlineError):
+    """A job action that its current state does not allow (resume a running job, cancel a done one)."""
+
+    status = 409
+    code = "invalid_state"
+
+
+class JobFailed(ShardlineError):
+    status = 409
+    code = "job_failed"
+
+
+class ServiceUnavailable(ShardlineError):
+    status = 503
+    code = "unavailable"

@@ -1,0 +1,19 @@
+from django.core.management.base import BaseCommand
+
+from server import embedded_pg
+
+
+class Command(BaseCommand):
+    help = "Start, stop or show the embedded Postgres (used when DATABASE_URL is unset)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("action", choices=["start", "stop", "status"])
+
+    def handle(self, action, **options):
+        if action == "start":
+            database = embedded_pg.ensure_running()
+            self.stdout.write(f"running: socket {database['HOST']}, database {database['NAME']}")
+        elif action == "stop":
+            self.stdout.write("stopped" if embedded_pg.stop() else "not running")
+        else:
+            self.stdout.write(f"{'running' if embedded_pg.is_running() else 'stopped'} ({embedded_pg.data_dir()})")

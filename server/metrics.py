@@ -1,0 +1,78 @@
+"""Prometheus metrics.
+
+Lease operations are counted and timed where they happen (the services). Job
+gauges are read from the counters table at scrape time by a collector, so they
+are right across every web process without shared state. Under gunicorn,
+``PROMETHEUS_MULTIPROC_DIR`` makes counters and histograms add up over worker
+processes (``make run`` and docker-compose set it).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+LEASE_OPERATIONS = Counter(
+    "shardline_lease_operations_total",
+    "Lease operations by kind and outcome.",
+    ["op", "outcome"],
+)
+LEASE_ITEMS = Counter(
+    "shardline_lease_items_total",
+    "Items affected by lease operations (a batched take counts each item).",
+    ["op"],
+)
+LEASE_SECONDS = Histogram(
+    "shardline_lease_operation_seconds",
+    "Time spent in the service for one lease operation (database round trips included).",
+    ["op"],
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+
+
+@contextmanager
+def timed(op: str):
+    start = time.perf_counter()
+    outcome = "error"
+    try:
+        yield
+        outcome = "ok"
+    except Exception as exc:  # classify, then let it propagate
+        outcome = getattr(exc, "code", "error")
+        raise
+    finally:
+        LEASE_SECONDS.labels(op).observe(time.perf_counter() - start)
+        LEASE_OPERATIONS.labels(op, outcome).inc()
+
+
+class JobCollector:
+    """Per-job item gauges for jobs that are not finished (and ones finished in the last hour)."""
+
+    def collect(self):
+        from . import selectors
+
+        items = GaugeMetricFamily("shardline_job_items", "Items of a job by state (all epochs).", labels=["job", "state"])
+        state = GaugeMetricFamily("shardline_job_state", "1 for the current state of a job.", labels=["job", "state"])
+        for row in selectors.job_totals_for_metrics():
+            for key in ("pending", "leased", "done", "failed"):
+                items.add_metric([row["name"], key], row[key])
+            state.add_metric([row["name"], row["state"]], 1)
+        yield items
+        yield state
+
+
+def render() -> bytes:
+    registry = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        for collector in (LEASE_OPERATIONS, LEASE_ITEMS, LEASE_SECONDS):
+            registry.register(collector)
+    registry.register(JobCollector())
+    return generate_latest(registry)

@@ -1,0 +1,229 @@
+"""The dispatch domain: jobs, their items per epoch, leases, workers, tokens.
+
+State changes go through ``server.services``; the hot path (take, complete,
+fail, extend) is SQL in ``server/sql/``. The models here define the schema and
+serve reads (admin, selectors).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Role(models.TextChoices):
+    VIEWER = "viewer", "viewer (read)"
+    WORKER = "worker", "worker (read, create or attach jobs, lease items)"
+    ADMIN = "admin", "admin (everything)"
+
+
+ROLE_RANK = {Role.VIEWER: 0, Role.WORKER: 1, Role.ADMIN: 2}
+
+
+class JobState(models.TextChoices):
+    SLICING = "slicing"
+    READY = "ready"
+    RUNNING = "running"
+    PAUSED = "paused"
+    DONE = "done"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+# States in which a job hands out items.
+ACTIVE_STATES = (JobState.READY, JobState.RUNNING)
+FINAL_STATES = (JobState.DONE, JobState.CANCELLED, JobState.FAILED)
+
+
+class Job(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    # The identity of the job besides its name: works (by digest), epochs,
+    # shuffle, requested seed, prefix, slices. Two creates with the same name
+    # and spec are the same job.
+    spec = models.JSONField()
+    spec_digest = models.CharField(max_length=64)
+    works_count = models.PositiveIntegerField()
+    num_epochs = models.PositiveIntegerField()
+    shuffle = models.BooleanField()
+    seed = models.BigIntegerField(help_text="The seed in use: the requested one, or one drawn at creation.")
+    prefix = models.TextField(null=True, blank=True)
+    num_slices = models.PositiveIntegerField(null=True, blank=True)
+    lease_timeout = models.FloatField(help_text="Seconds a lease lives without a heartbeat.")
+    max_attempts = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.READY)
+    # The state a paused job resumes to.
+    resume_state = models.CharField(max_length=16, choices=JobState.choices, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    # Items per epoch (works, or slices once slicing is done).
+    units_count = models.PositiveIntegerField(default=0)
+    # Epochs [0, epochs_materialised) have item rows; later ones are created
+    # when the earlier ones run out of pending items.
+    epochs_materialised = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "shardline_job"
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state", "-created_at"], name="job_state_created")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.state})"
+
+
+class Unit(models.Model):
+    """One entry of a job's per-epoch list: a work, or a slice of one."""
+
+    pk = models.CompositePrimaryKey("job", "idx")
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, db_index=False)  # the primary key covers it
+    idx = models.PositiveIntegerField()
+    item = models.TextField()
+
+    class Meta:
+        db_table = "shardline_unit"
+
+
+class ItemState(models.TextChoices):
+    PENDING = "pending"
+    LEASED = "leased"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Item(models.Model):
+    """One unit in one epoch; its row is also its current lease."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, db_index=False)  # item_job_epoch_position covers it
+    epoch = models.PositiveIntegerField()
+    position = models.PositiveIntegerField()
+    unit_idx = models.PositiveIntegerField()
+    state = models.CharField(max_length=8, choices=ItemState.choices, default=ItemState.PENDING)
+    # Fencing token of the current (or last) lease: a fresh value from a
+    # sequence on every lease, so a holder whose lease was taken back can
+    # never complete, fail or extend it.
+    token = models.BigIntegerField(null=True, blank=True)
+    worker = models.TextField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    leased_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    duration = models.FloatField(null=True, blank=True, help_text="Seconds from lease to completion.")
+    records = models.BigIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    # Job-wide completion order (a global sequence, so monotonic per job).
+    seq = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        db_table = "shardline_item"
+        constraints = [
+            models.UniqueConstraint(fields=["job", "epoch", "position"], name="item_job_epoch_position"),
+            models.CheckConstraint(condition=Q(state__in=ItemState.values), name="item_state_valid"),
+        ]
+        indexes = [
+            # take: the next pending items in (epoch, position) order.
+            models.Index(fields=["job", "epoch", "position"], condition=Q(state="pending"), name="item_pending"),
+            # take: expired leases to reclaim; also the earliest expiry for retry_after.
+            models.Index(fields=["job", "expires_at"], condition=Q(state="leased"), name="item_leased_expiry"),
+            # audit: completed items by time, per worker.
+            models.Index(fields=["job", "completed_at"], condition=Q(completed_at__isnull=False), name="item_completed"),
+            models.Index(fields=["job", "worker"], condition=Q(worker__isnull=False), name="item_worker"),
+            models.Index(fields=["job", "state"], condition=Q(state="failed"), name="item_failed"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} epoch {self.epoch} #{self.position} ({self.state})"
+
+
+class Counter(models.Model):
+    """Per-epoch item counts, kept as deltas spread over a few shard rows.
+
+    Every state change adds to the counter row of its epoch and of the shard of
+    the connection that made it; a watermark sums a handful of rows. Spreading
+    over shards keeps concurrent takers from queueing on one hot row.
+    """
+
+    pk = models.CompositePrimaryKey("job", "epoch", "shard")
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, db_index=False)
+    epoch = models.PositiveIntegerField()
+    shard = models.PositiveSmallIntegerField()
+    pending = models.BigIntegerField(default=0)
+    leased = models.BigIntegerField(default=0)
+    done = models.BigIntegerField(default=0)
+    failed = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "shardline_counter"
+
+
+class Worker(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="workers", db_index=False)
+    name = models.CharField(max_length=255)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    items_done = models.BigIntegerField(default=0)
+    items_failed = models.BigIntegerField(default=0)
+    busy_seconds = models.FloatField(default=0.0, help_text="Sum of lease-to-completion times of its items.")
+
+    class Meta:
+        db_table = "shardline_worker"
+        constraints = [models.UniqueConstraint(fields=["job", "name"], name="worker_job_name")]
+        ordering = ["name"]
+
+    @property
+    def mean_item_seconds(self) -> float | None:
+        return self.busy_seconds / self.items_done if self.items_done else None
+
+
+class EventKind(models.TextChoices):
+    CREATED = "created"
+    STATE = "state"
+    FAILED = "failed"
+    RETRIED = "retried"
+    EXPIRED = "expired"
+    LOST = "lost"
+    EPOCH = "epoch"
+
+
+class Event(models.Model):
+    """The audit trail beyond the item rows: state changes and lease troubles."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events", db_index=False)
+    # No database constraint: events are an append-only log, written on the hot
+    # path by take.sql; an index on (job, kind, at) serves every read.
+    item = models.ForeignKey(Item, null=True, blank=True, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False)
+    kind = models.CharField(max_length=16, choices=EventKind.choices)
+    worker = models.TextField(blank=True, default="")
+    message = models.TextField(blank=True, default="")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "shardline_event"
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["job", "kind", "-at"], name="event_job_kind_at")]
+
+
+class ApiToken(models.Model):
+    """An API key. Only its SHA-256 is stored; the key is shown once, at creation."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    role = models.CharField(max_length=8, choices=Role.choices)
+    name = models.CharField(max_length=100, blank=True, default="")
+    prefix = models.CharField(max_length=12, help_text="The first characters of the key, to recognise it.")
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "shardline_api_token"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.role}, {self.user})"

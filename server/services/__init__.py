@@ -1,0 +1,1 @@
+"""Every state change of the domain lives here; views and tasks call these."""

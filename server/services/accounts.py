@@ -1,0 +1,105 @@
+"""Users, roles and API tokens.
+
+A user's role is one of the groups ``viewer``, ``worker``, ``admin``
+(superusers are admins). An API token carries its own role, at most its
+user's, so an admin can hand a training cluster a token that can only lease.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+from django.utils import timezone
+
+from ..errors import InvalidInput, NotFound
+from ..models import ROLE_RANK, ApiToken, Role
+
+log = logging.getLogger("shardline.accounts")
+
+KEY_PREFIX = "shl_"
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def role_of_user(user) -> str | None:
+    if user is None or not user.is_authenticated or not user.is_active:
+        return None
+    if user.is_superuser:
+        return Role.ADMIN
+    names = set(user.groups.values_list("name", flat=True))
+    for role in (Role.ADMIN, Role.WORKER, Role.VIEWER):
+        if role.value in names:
+            return role.value
+    return None
+
+
+def set_role(user, role: str) -> None:
+    if role not in Role.values:
+        raise InvalidInput(f"unknown role {role!r}; choose one of {', '.join(Role.values)}")
+    with transaction.atomic():
+        groups = {r: Group.objects.get_or_create(name=r)[0] for r in Role.values}
+        user.groups.remove(*[g for r, g in groups.items() if r != role])
+        user.groups.add(groups[role])
+
+
+def ensure_user(username: str, role: str):
+    """Returns the user, creating it (without a usable password) with ``role`` if missing."""
+    User = get_user_model()
+    user, created = User.objects.get_or_create(username=username)
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+        set_role(user, role)
+    return user, created
+
+
+def create_token(user, role: str, name: str = "", expires_in_days: int | None = None) -> tuple[ApiToken, str]:
+    """Creates an API token; returns (token, key). The key exists only in this return value."""
+    if role not in Role.values:
+        raise InvalidInput(f"unknown role {role!r}; choose one of {', '.join(Role.values)}")
+    user_role = role_of_user(user)
+    if user_role is None or ROLE_RANK[Role(role)] > ROLE_RANK[Role(user_role)]:
+        raise InvalidInput(f"user {user.get_username()!r} has role {user_role or 'none'}; a token cannot have more ({role})")
+    key = KEY_PREFIX + secrets.token_urlsafe(30)
+    expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
+    token = ApiToken.objects.create(
+        user=user, role=role, name=name, prefix=key[:10], key_hash=hash_key(key), expires_at=expires_at
+    )
+    log.info("api token created", extra={"event": "token_created", "user": user.get_username(), "state": role})
+    return token, key
+
+
+def revoke_token(prefix_or_id: str) -> ApiToken:
+    query = ApiToken.objects.filter(revoked_at__isnull=True)
+    token = query.filter(pk=int(prefix_or_id)).first() if prefix_or_id.isdigit() else query.filter(prefix=prefix_or_id).first()
+    if token is None:
+        raise NotFound(f"no live token {prefix_or_id!r}")
+    token.revoked_at = timezone.now()
+    token.save(update_fields=["revoked_at"])
+    log.info("api token revoked", extra={"event": "token_revoked", "user": token.user.get_username()})
+    return token
+
+
+# A used token's last_used_at is written at most this often, so that
+# authentication adds no write to most requests on the lease hot path.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def authenticate_key(key: str) -> ApiToken | None:
+    token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key)).first()
+    now = timezone.now()
+    if token is None or token.revoked_at is not None or not token.user.is_active:
+        return None
+    if token.expires_at is not None and token.expires_at <= now:
+        return None
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token

@@ -1,0 +1,181 @@
+"""Django settings, read from environment variables only (see README, "Settings")."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from . import embedded_pg
+from .conf import SettingError, env_bool, env_int, env_list, env_str, parse_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", False)
+
+
+def _secret_key() -> str:
+    key = env_str("SECRET_KEY")
+    if key:
+        return key
+    # A single-machine set-up (make run) keeps a generated key beside the
+    # embedded database; deployments pass SECRET_KEY (docker-compose does).
+    path = embedded_pg.home() / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(50)
+        path.touch(mode=0o600)
+        path.write_text(key + "\n")
+        return key
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "server.apps.ShardlineConfig",
+    "dashboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "server.urls"
+WSGI_APPLICATION = "server.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_database_url = env_str("DATABASE_URL")
+if _database_url:
+    _database = parse_database_url(_database_url)
+    DATABASE_IS_EMBEDDED = False
+else:
+    _database = embedded_pg.ensure_running()
+    DATABASE_IS_EMBEDDED = True
+# Persistent connections: the lease hot path is a few milliseconds, a new
+# connection per request would double it.
+_database["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 300, minimum=0)
+_database["CONN_HEALTH_CHECKS"] = True
+_database["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 5, minimum=1))
+DATABASES = {"default": _database}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+MIGRATION_MODULES = {"shardline": "migrations"}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env_str("STATIC_ROOT") or BASE_DIR / "staticfiles")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Serve straight from the apps' static folders when collectstatic has not run
+# (make run, tests); production images run collectstatic.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+
+# Security defaults for a deployment; DEBUG relaxes the cookie flags so that
+# plain-HTTP development works.
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG and env_bool("SHARDLINE_HTTPS", False))
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+if env_bool("SHARDLINE_BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Job creation carries the whole works list (up to SHARDLINE_MAX_WORKS paths).
+SHARDLINE_MAX_WORKS = env_int("SHARDLINE_MAX_WORKS", 1_000_000, minimum=1)
+SHARDLINE_MAX_BODY_BYTES = env_int("SHARDLINE_MAX_BODY_BYTES", 256 * 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = SHARDLINE_MAX_BODY_BYTES
+SHARDLINE_DEFAULT_LEASE_TIMEOUT = env_int("SHARDLINE_DEFAULT_LEASE_TIMEOUT", 60, minimum=1, maximum=86400)
+SHARDLINE_DEFAULT_MAX_ATTEMPTS = env_int("SHARDLINE_DEFAULT_MAX_ATTEMPTS", 3, minimum=1, maximum=100)
+SHARDLINE_MAX_TAKE = env_int("SHARDLINE_MAX_TAKE", 1000, minimum=1)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "server.api.auth.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["server.api.permissions.IsViewer"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
+    + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
+    "DEFAULT_PARSER_CLASSES": ["server.api.parsers.StrictJSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "server.api.pagination.Pagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "server.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Shardline API",
+    "DESCRIPTION": "Jobs, epochs and item leases for distributed training data dispatch.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"kv": {"()": "server.logging.KeyValueFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {
+        "shardline": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+    },
+}
+
+SHARDLINE_PORT = env_int("SHARDLINE_PORT", 8000, minimum=1, maximum=65535)

@@ -1,0 +1,43 @@
+-- materialise_epoch: create the item rows of epoch %(epoch)s of job %(job)s.
+--
+-- claimed    a guarded UPDATE of the job row is the claim: only the
+--            transaction that moves epochs_materialised from %(epoch)s to
+--            %(epoch)s + 1 inserts. The row is first locked with SKIP LOCKED,
+--            so a second taker at the same epoch boundary returns at once
+--            (and retries shortly) instead of waiting while a large epoch is
+--            inserted. NO KEY UPDATE does not conflict with the KEY SHARE
+--            locks that foreign-key checks of concurrent item updates take.
+-- created    the epoch's order is a permutation derived from (seed, epoch)
+--            alone: units sorted by md5('seed:epoch:idx'). Every run, server
+--            and Postgres version computes the same order, each epoch a
+--            different one. Without shuffle it is the order of the works.
+WITH claimed AS (
+    UPDATE shardline_job AS j
+       SET epochs_materialised = %(epoch)s + 1
+     WHERE j.id = (SELECT id
+                     FROM shardline_job
+                    WHERE id = %(job)s AND epochs_materialised = %(epoch)s AND num_epochs > %(epoch)s
+                      FOR NO KEY UPDATE SKIP LOCKED)
+ RETURNING j.id, j.shuffle, j.seed
+), created AS (
+    INSERT INTO shardline_item (job_id, epoch, position, unit_idx, state, attempts, error)
+    SELECT c.id,
+           %(epoch)s,
+           row_number() OVER (
+               ORDER BY CASE WHEN c.shuffle THEN md5(c.seed::text || ':' || %(epoch)s::text || ':' || u.idx::text) END,
+                        u.idx) - 1,
+           u.idx,
+           'pending',
+           0,
+           ''
+      FROM claimed AS c
+      JOIN shardline_unit AS u ON u.job_id = c.id
+ RETURNING epoch
+)
+INSERT INTO shardline_counter (job_id, epoch, shard, pending, leased, done, failed)
+SELECT %(job)s, %(epoch)s, pg_backend_pid(), count(*), 0, 0, 0
+  FROM created
+HAVING count(*) > 0
+    ON CONFLICT (job_id, epoch, shard) DO UPDATE
+   SET pending = shardline_counter.pending + EXCLUDED.pending
+RETURNING pending;

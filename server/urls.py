@@ -1,0 +1,16 @@
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from . import views
+
+urlpatterns = [
+    path("api/v1/", include("server.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[]), name="swagger-ui"),
+    path("healthz", views.healthz, name="healthz"),
+    path("metrics", views.prometheus, name="metrics"),
+    path("admin/", admin.site.urls),
+    path("", RedirectView.as_view(url="/api/docs/", permanent=False)),
+]
