@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import warnings
 from pathlib import Path
 
 from . import embedded_pg
@@ -116,6 +117,8 @@ STORAGES = {
 # (make run, tests); production images run collectstatic.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
+# Without collectstatic there is no STATIC_ROOT yet; the finders serve the files.
+warnings.filterwarnings("ignore", message="No directory at", module="whitenoise.base")
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -152,6 +155,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "server.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # `?format=csv` is the audit export's own parameter, not a renderer switch.
+    "URL_FORMAT_OVERRIDE": None,
 }
 
 SPECTACULAR_SETTINGS = {

@@ -6,6 +6,7 @@ import re
 
 from django.conf import settings
 from rest_framework import serializers
+from rest_framework.fields import ProhibitNullCharactersValidator
 
 from ..models import Item, ItemState, Job, JobState, Worker
 from ..services.jobs import JobSpec
@@ -205,12 +206,20 @@ class CompleteSerializer(TokenSerializer):
     records = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX, required=False, allow_null=True, default=None)
 
 
-class FailSerializer(TokenSerializer):
-    error = serializers.CharField(max_length=MAX_ERROR_LENGTH, allow_blank=True, default="", trim_whitespace=False)
+class ErrorTextField(serializers.CharField):
+    """Error text comes from user code (an exception message): keep it, with
+    NUL characters, which Postgres text cannot hold, written as ``\\x00``."""
 
-    def validate_error(self, value):
-        # Error text comes from user code; keep it, minus what Postgres cannot store.
-        return value.replace("\x00", "\\x00")
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
+
+    def to_internal_value(self, data):
+        return super().to_internal_value(data).replace("\x00", "\\x00")
+
+
+class FailSerializer(TokenSerializer):
+    error = ErrorTextField(max_length=MAX_ERROR_LENGTH, allow_blank=True, default="", trim_whitespace=False)
 
 
 class LeaseRefSerializer(StrictSerializer):

@@ -1,0 +1,45 @@
+import pytest
+
+from .helpers import create_job, take
+
+pytestmark = pytest.mark.django_db
+
+
+def action(client, job_id, name):
+    return client.post(f"/api/v1/jobs/{job_id}/{name}/")
+
+
+def test_a_paused_job_hands_out_nothing_until_resumed(worker_client, admin_client, job_name):
+    job = create_job(worker_client, job_name, ["/a", "/b"], shuffle=False)
+    first = take(worker_client, job["id"])["leases"][0]
+    assert action(admin_client, job["id"], "pause").json()["state"] == "paused"
+    paused = take(worker_client, job["id"], complete=[{"id": first["id"], "token": first["token"]}])
+    # Completions of leases held before the pause still count.
+    assert paused["leases"] == [] and paused["exhausted"] is False and paused["retry_after"] > 0
+    assert paused["completed"] == [first["id"]]
+    assert action(admin_client, job["id"], "resume").json()["state"] == "running"
+    assert [lease["item"] for lease in take(worker_client, job["id"])["leases"]] == ["/b"]
+
+
+def test_a_cancelled_job_answers_exhausted(worker_client, admin_client, job_name):
+    job = create_job(worker_client, job_name, ["/a", "/b"])
+    assert action(admin_client, job["id"], "cancel").json()["state"] == "cancelled"
+    result = take(worker_client, job["id"])
+    assert result == {"leases": [], "exhausted": True, "retry_after": None, "completed": [], "lost": []}
+
+
+def test_impossible_transitions_are_a_409_naming_the_state(worker_client, admin_client, job_name):
+    job = create_job(worker_client, job_name, ["/a"])
+    response = action(admin_client, job["id"], "resume")
+    assert response.status_code == 409 and "ready" in response.json()["message"]
+    action(admin_client, job["id"], "cancel")
+    for name in ("pause", "cancel", "resume"):
+        response = action(admin_client, job["id"], name)
+        assert response.status_code == 409 and "cancelled" in response.json()["message"]
+
+
+def test_unknown_job_is_a_404(admin_client, worker_client):
+    assert action(admin_client, 987654321, "pause").status_code == 404
+    assert worker_client.get("/api/v1/jobs/987654321/").status_code == 404
+    assert worker_client.post("/api/v1/jobs/987654321/leases/", {"worker": "w"}, format="json").status_code == 404
+    assert worker_client.get("/api/v1/jobs/99999999999999999999999/watermarks/").status_code == 404

@@ -1,0 +1,84 @@
+"""Fixtures: in-process API clients per role, and a real gunicorn server.
+
+Every test runs against real Postgres: DATABASE_URL's server when set, the
+embedded one otherwise. Tests that talk to a server process use
+``live_server_url`` and data committed outside test transactions (the server
+cannot see a test's open transaction).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from server.models import Role
+from server.services import accounts
+
+from .support import Api, ServerProcess, database_url
+
+
+def make_key(username: str, role: str) -> str:
+    user, _ = accounts.ensure_user(username, role)
+    _token, key = accounts.create_token(user, role)
+    return key
+
+
+@pytest.fixture
+def client_for(db):
+    """``client_for(role)``: a DRF test client authenticated with a token of that role."""
+
+    def build(role: str | None) -> APIClient:
+        client = APIClient()
+        if role is not None:
+            client.credentials(HTTP_AUTHORIZATION=f"Token {make_key(f'{role}-{uuid.uuid4().hex[:8]}', role)}")
+        return client
+
+    return build
+
+
+@pytest.fixture
+def worker_client(client_for) -> APIClient:
+    return client_for(Role.WORKER)
+
+
+@pytest.fixture
+def admin_client(client_for) -> APIClient:
+    return client_for(Role.ADMIN)
+
+
+@pytest.fixture
+def viewer_client(client_for) -> APIClient:
+    return client_for(Role.VIEWER)
+
+
+@pytest.fixture
+def job_name() -> str:
+    return f"job-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def test_database_url(django_db_setup) -> str:
+    return database_url(settings.DATABASES["default"])
+
+
+@pytest.fixture(scope="session")
+def live_keys(django_db_setup, django_db_blocker) -> dict[str, str]:
+    """Committed tokens (one per role) that a server process can see."""
+    with django_db_blocker.unblock():
+        return {role: make_key(f"live-{role}-{uuid.uuid4().hex[:6]}", role) for role in Role.values}
+
+
+@pytest.fixture(scope="session")
+def live_server_url(test_database_url, live_keys):
+    server = ServerProcess(test_database_url).start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture
+def live_api(live_server_url, live_keys):
+    """``live_api(role)``: a requests-based client of the running server."""
+    return lambda role="worker": Api(live_server_url, live_keys[role] if role else None)

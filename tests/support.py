@@ -1,0 +1,117 @@
+"""Helpers for tests that run the real server in other processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def database_url(db: dict) -> str:
+    """A DATABASE_URL for Django's DATABASES entry (TCP or Unix socket)."""
+    user = quote(db.get("USER") or "")
+    password = quote(db.get("PASSWORD") or "")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host = db.get("HOST") or ""
+    port = db.get("PORT") or ""
+    if host.startswith("/"):
+        return f"postgres://{auth}/{db['NAME']}?host={quote(host)}" + (f"&port={port}" if port else "")
+    return f"postgres://{auth}{host}{':' + port if port else ''}/{db['NAME']}"
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, message: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+class ServerProcess:
+    """gunicorn serving the project against a given database, on a free port."""
+
+    def __init__(self, db_url: str, workers: int = 4, extra_env: dict | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": db_url,
+            "DJANGO_SETTINGS_MODULE": "server.settings",
+            "LOG_LEVEL": "WARNING",
+            **(extra_env or {}),
+        }
+        self.workers = workers
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30.0) -> "ServerProcess":
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "-m", "gunicorn", "server.wsgi",
+                "--bind", f"127.0.0.1:{self.port}",
+                "--workers", str(self.workers),
+                "--graceful-timeout", "2",
+                "--log-level", "warning",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            start_new_session=True,
+        )
+
+        def healthy():
+            if self.process.poll() is not None:
+                raise AssertionError(f"gunicorn exited with {self.process.returncode}")
+            try:
+                return requests.get(self.url + "/healthz", timeout=1).status_code == 200
+            except requests.ConnectionError:
+                return False
+
+        wait_until(healthy, timeout, 0.1, "the server to answer /healthz")
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: the master and its workers, as a crash would."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Api:
+    """A thin JSON client for tests: base URL + token."""
+
+    def __init__(self, base: str, key: str | None):
+        self.base = base.rstrip("/")
+        self.session = requests.Session()
+        if key:
+            self.session.headers["Authorization"] = f"Token {key}"
+
+    def get(self, path: str, **kwargs):
+        return self.session.get(self.base + path, timeout=30, **kwargs)
+
+    def post(self, path: str, json=None, **kwargs):
+        return self.session.post(self.base + path, json=json, timeout=30, **kwargs)
