@@ -68,10 +68,16 @@ def is_running() -> bool:
     return _postmaster() is not None
 
 
+# True when this process started the server (``make run`` then stops it on exit).
+started_here = False
+
+
 def ensure_running() -> dict:
     """Starts the server if needed and returns Django's DATABASES entry for it."""
+    global started_here
     running = _postmaster()
     if running is None:
+        started_here = True
         data = data_dir()
         data.parent.mkdir(parents=True, exist_ok=True)
         module = _server_module()

@@ -1,0 +1,148 @@
+"""`make run`: migrate, make sure there is an admin and a sample job, serve.
+
+Runs gunicorn (the web server of a deployment, not runserver) and stops it
+cleanly on Ctrl-C or SIGTERM, then stops the embedded Postgres if this
+command started it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from server import embedded_pg
+from server.conf import env_int, env_str
+from server.services import jobs
+
+SAMPLE_FILES = 12
+SAMPLE_LINES = 500
+
+
+class Command(BaseCommand):
+    help = "Migrate, create an admin and a sample job if missing, and serve the web app until Ctrl-C."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default=env_str("SHARDLINE_HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=settings.SHARDLINE_PORT)
+        parser.add_argument("--workers", type=int, default=env_int("SHARDLINE_WEB_WORKERS", 3, minimum=1))
+        parser.add_argument("--no-sample", action="store_true", help="do not create the sample job")
+
+    def handle(self, host, port, workers, no_sample, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        login = self._ensure_admin()
+        sample = None if no_sample else self._ensure_sample_job()
+
+        metrics_dir = embedded_pg.home() / "prometheus"
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir(parents=True)
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-m", "gunicorn", "server.wsgi", "--bind", f"{host}:{port}",
+                 "--workers", str(workers), "--graceful-timeout", "10", "--log-level", "warning"],
+                env=env,
+            )
+        ]
+        self._banner(host, port, login, sample)
+        self._wait(children)
+
+    def _ensure_admin(self):
+        User = get_user_model()
+        if User.objects.filter(is_superuser=True).exists():
+            return None
+        username = env_str("SHARDLINE_ADMIN_USER", "admin")
+        password = env_str("SHARDLINE_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        User.objects.create_superuser(username=username, email="", password=password)
+        generated = not env_str("SHARDLINE_ADMIN_PASSWORD")
+        return username, password if generated else None
+
+    def _ensure_sample_job(self):
+        folder = embedded_pg.home() / "sample"
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for index in range(SAMPLE_FILES):
+            path = folder / f"part-{index:03d}.csv"
+            if not path.exists():
+                path.write_text("".join(f"{index},{line},{(index * 7 + line) % 10}\n" for line in range(SAMPLE_LINES)))
+            paths.append(str(path))
+        spec = jobs.JobSpec(
+            name="sample",
+            works=paths,
+            num_epochs=2,
+            seed=2024,
+            lease_timeout=float(settings.SHARDLINE_DEFAULT_LEASE_TIMEOUT),
+            max_attempts=settings.SHARDLINE_DEFAULT_MAX_ATTEMPTS,
+        )
+        job, _created = jobs.create_or_attach(spec)
+        return job
+
+    def _banner(self, host, port, login, sample):
+        shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
+        url = f"http://{shown}:{port}"
+        lines = [
+            "",
+            f"Shardline is running at {url}",
+            f"  API docs (Swagger UI): {url}/api/docs/",
+            f"  Django admin:          {url}/admin/",
+            f"  health / metrics:      {url}/healthz  {url}/metrics",
+            f"  database:              {'embedded Postgres in ' + str(embedded_pg.data_dir()) if settings.DATABASE_IS_EMBEDDED else 'DATABASE_URL'}",
+        ]
+        if login:
+            username, password = login
+            if password:
+                lines.append(f"  log in as {username!r} with password {password!r} (generated now, shown once)")
+            else:
+                lines.append(f"  log in as {username!r} with the password in SHARDLINE_ADMIN_PASSWORD")
+        else:
+            lines.append("  log in with the admin account created on the first run")
+        if sample:
+            lines.append(f"  sample job: {sample.name!r} (id {sample.id}), {sample.units_count} files x {sample.num_epochs} epochs")
+        lines += [
+            "  API token for workers:  .venv/bin/python manage.py create_token trainer --role worker",
+            "Press Ctrl-C to stop.",
+            "",
+        ]
+        self.stdout.write("\n".join(lines))
+        self.stdout.flush()
+
+    def _wait(self, children):
+        stopping = False
+
+        def stop(signum, frame):
+            nonlocal stopping
+            stopping = True
+            for child in children:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while any(child.poll() is None for child in children):
+                try:
+                    children[0].wait(timeout=1)
+                except subprocess.TimeoutExpired:
+                    pass
+                if not stopping and any(child.poll() is not None for child in children):
+                    self.stderr.write("a server process exited; stopping the others")
+                    stop(None, None)
+            for child in children:
+                try:
+                    child.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+        finally:
+            if embedded_pg.started_here:
+                embedded_pg.stop()
+                self.stdout.write("stopped the embedded Postgres")
+            self.stdout.write("stopped")
