@@ -20,6 +20,15 @@ from server.services import accounts
 from .support import Api, ServerProcess, database_url
 
 
+def pytest_collection_modifyitems(items):
+    # pytest-django creates the test database only for tests marked django_db;
+    # a test that only talks to a server process needs it too. Its own
+    # transaction stays empty: everything it checks goes through the server.
+    for item in items:
+        if "live_server_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.django_db)
+
+
 def make_key(username: str, role: str) -> str:
     user, _ = accounts.ensure_user(username, role)
     _token, key = accounts.create_token(user, role)

@@ -5,6 +5,7 @@ from .helpers import create_job, take
 pytestmark = pytest.mark.django_db
 
 
+@pytest.mark.smoke
 def test_healthz_checks_the_database(client):
     response = client.get("/healthz")
     assert response.status_code == 200 and response.json() == {"status": "ok", "database": "ok"}
@@ -22,6 +23,7 @@ def test_metrics_expose_job_gauges_and_lease_counters(client, worker_client, job
     assert "shardline_lease_operation_seconds_bucket" in body
 
 
+@pytest.mark.smoke
 def test_openapi_schema_and_swagger_ui_are_served_locally(client):
     schema = client.get("/api/schema/")
     assert schema.status_code == 200

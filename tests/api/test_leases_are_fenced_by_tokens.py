@@ -23,6 +23,7 @@ def watermark(client, job_id):
     return client.get(f"/api/v1/jobs/{job_id}/watermarks/").json()
 
 
+@pytest.mark.smoke
 def test_stale_token_cannot_complete(worker_client, job_name):
     job = create_job(worker_client, job_name, ["/only"])
     old = take(worker_client, job["id"], "slow")["leases"][0]

@@ -5,6 +5,7 @@ from .helpers import create_job, drain, take
 pytestmark = pytest.mark.django_db
 
 
+@pytest.mark.smoke
 def test_unshuffled_items_come_in_works_order_epoch_after_epoch(worker_client, job_name):
     works = [f"/d/{i}" for i in range(7)]
     job = create_job(worker_client, job_name, works, shuffle=False, num_epochs=3)
