@@ -88,7 +88,10 @@ else:
 # Persistent connections: the lease hot path is a few milliseconds, a new
 # connection per request would double it.
 _database["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 300, minimum=0)
-_database["CONN_HEALTH_CHECKS"] = True
+# Off by default: a health check is one more round trip on every request. A
+# connection broken by a database restart fails one request with a 503 (the
+# SDK retries it) and is replaced.
+_database["CONN_HEALTH_CHECKS"] = env_bool("DATABASE_CONN_HEALTH_CHECKS", False)
 _database["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 5, minimum=1))
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -140,6 +143,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = SHARDLINE_MAX_BODY_BYTES
 SHARDLINE_DEFAULT_LEASE_TIMEOUT = env_int("SHARDLINE_DEFAULT_LEASE_TIMEOUT", 60, minimum=1, maximum=86400)
 SHARDLINE_DEFAULT_MAX_ATTEMPTS = env_int("SHARDLINE_DEFAULT_MAX_ATTEMPTS", 3, minimum=1, maximum=100)
 SHARDLINE_MAX_TAKE = env_int("SHARDLINE_MAX_TAKE", 1000, minimum=1)
+SHARDLINE_TOKEN_CACHE_SECONDS = env_int("SHARDLINE_TOKEN_CACHE_SECONDS", 10, minimum=0)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -79,8 +79,8 @@ class ServerProcess:
             if self.process.poll() is not None:
                 raise AssertionError(f"gunicorn exited with {self.process.returncode}")
             try:
-                return requests.get(self.url + "/healthz", timeout=1).status_code == 200
-            except requests.ConnectionError:
+                return requests.get(self.url + "/healthz", timeout=5).status_code == 200
+            except requests.RequestException:
                 return False
 
         wait_until(healthy, timeout, 0.1, "the server to answer /healthz")

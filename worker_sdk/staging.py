@@ -49,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import re
 import threading
 import time
 import types
@@ -56,6 +57,9 @@ import weakref
 from collections.abc import Mapping
 
 import tensorflow as tf
+# Only internal module used: it holds the one FIFOQueue class whose resource
+# can live on a GPU (the public one is pinned to the CPU).
+from tensorflow.python.ops import data_flow_ops
 
 __all__ = ["staged", "make_prefetch_hook"]
 
@@ -119,17 +123,24 @@ class _ExceptionTypes:
         return bool(self.codes & other.codes) or bool(set(self.classes) & set(other.classes))
 
 
+# Errors raised inside tf.data functions start with "{{function_node ...}} ".
+_FUNCTION_NODE_PREFIX = re.compile(r"^(\{\{[^}]*\}\}\s*)+")
+# Lines Session.run adds around the cause of an error: a header, where the
+# failing node was defined, and node tags.
+_ERROR_CONTEXT_LINE = re.compile(
+    r"^(Graph execution error:|Detected at node .*|File \".*|Node: '.*'|\[\[.*\]\])$")
+
+
 def _describe(exc):
     """One line naming an exception: ``ClassName: first line of its message``."""
     if isinstance(exc, tf.errors.OpError):
         text = exc.message
     else:
         text = str(exc)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    # TF prefixes graph errors with a generic header line; the cause follows it.
-    if len(lines) > 1 and lines[0].startswith("Graph execution error"):
-        lines = lines[1:]
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    lines = [line.strip() for line in text.splitlines()]
+    lines = [line for line in lines if line and not _ERROR_CONTEXT_LINE.match(line)]
+    first = _FUNCTION_NODE_PREFIX.sub("", lines[0]) if lines else ""
+    return f"{type(exc).__name__}: {first}".rstrip(": ")
 
 
 def _error_code(exc):
@@ -284,13 +295,22 @@ def _staged_graph(features, feed_dict, capacity, num_threads, num_clients, timeo
         raise ValueError("staged: features contain no tensor to stage")
     feed_keys, feed_values = _flatten_feed_dict(feed_dict, graph)
 
-    with tf.compat.v1.name_scope(name, default_name="staged") as scope:
+    # Control dependencies around the call belong to the features, which are
+    # already built; inherited by the take they would make every consumer
+    # step run the input subgraph again.
+    with tf.control_dependencies(None), \
+            tf.compat.v1.name_scope(name, default_name="staged") as scope:
         stage_name = scope.rstrip("/")
         device = _buffer_device(scope)
-        placement = tf.device(device) if device else contextlib.nullcontext()
+
+        def placement():
+            return tf.device(device) if device else contextlib.nullcontext()
+
         dtypes = [tf.int32, tf.string] + [t.dtype for t in tensors]
-        with placement:
-            buffer = tf.queue.FIFOQueue(capacity, dtypes, name="buffer")
+        with placement():
+            # The public tf.queue.FIFOQueue pins its resource to the CPU; this
+            # variant leaves placement to the device scope.
+            buffer = data_flow_ops.GPUCompatibleFIFOQueue(capacity, dtypes, name="buffer")
             put = buffer.enqueue([tf.constant(_OK), tf.constant("")] + tensors, name="put")
             code_feed = tf.compat.v1.placeholder(tf.int32, [], name="error_code")
             message_feed = tf.compat.v1.placeholder(tf.string, [], name="error_message")
@@ -304,12 +324,13 @@ def _staged_graph(features, feed_dict, capacity, num_threads, num_clients, timeo
             start = producers.enqueue(tf.constant(True), name="start")
             hook_present = tf.debugging.Assert(
                 producers.size() > 0,
-                [f"staged '{stage_name}': no producer is running for this buffer. Add "
+                # Assert escapes quotes in its output, hence none around the name.
+                [f"no producer is running for staged buffer {stage_name}. Add "
                  "make_prefetch_hook() to the session hooks, e.g. MonitoredTrainingSession("
                  "hooks=[make_prefetch_hook()]), or call its after_create_session() for a "
                  "plain Session."],
                 name="require_prefetch_hook")
-        with placement:
+        with placement():
             with tf.control_dependencies([hook_present]):
                 taken = buffer.dequeue(name="take")
         code, message, components = taken[0], taken[1], taken[2:]
@@ -320,7 +341,7 @@ def _staged_graph(features, feed_dict, capacity, num_threads, num_clients, timeo
                 lambda: tf.py_function(_raise_producer_error, [code, message], tf.bool),
                 name="check")
         outputs = []
-        with placement, tf.control_dependencies([checked]):
+        with placement(), tf.control_dependencies([checked]):
             for source, component in zip(tensors, components):
                 output = tf.identity(component)
                 output.set_shape(source.shape)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+import time
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
@@ -92,14 +93,34 @@ def revoke_token(prefix_or_id: str) -> ApiToken:
 # authentication adds no write to most requests on the lease hot path.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
+# Recently seen tokens, by key hash: the lease hot path then makes no query to
+# authenticate. A revocation (or expiry) takes effect within this many seconds
+# in every web process (SHARDLINE_TOKEN_CACHE_SECONDS; 0 turns the cache off).
+_cache: dict[str, tuple[float, ApiToken]] = {}
+_CACHE_LIMIT = 10_000
+
 
 def authenticate_key(key: str) -> ApiToken | None:
-    token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key)).first()
+    from django.conf import settings
+
+    digest = hash_key(key)
+    ttl = settings.SHARDLINE_TOKEN_CACHE_SECONDS
     now = timezone.now()
-    if token is None or token.revoked_at is not None or not token.user.is_active:
-        return None
+    cached = _cache.get(digest)
+    if cached is not None and time.monotonic() - cached[0] < ttl:
+        token = cached[1]
+    else:
+        token = ApiToken.objects.select_related("user").filter(key_hash=digest).first()
+        if token is None or token.revoked_at is not None or not token.user.is_active:
+            _cache.pop(digest, None)
+            return None
+        if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+            token.last_used_at = now
+        if ttl > 0:
+            if len(_cache) >= _CACHE_LIMIT:
+                _cache.clear()
+            _cache[digest] = (time.monotonic(), token)
     if token.expires_at is not None and token.expires_at <= now:
         return None
-    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token

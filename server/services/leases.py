@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import connection
 
 from .. import metrics, sql
 from ..errors import JobFailed, LeaseLost, NotFound
@@ -52,47 +52,31 @@ class TakeResult:
     lost: list[int] = field(default_factory=list)
 
 
-_JOB_FIELDS = ("id", "name", "state", "lease_timeout", "max_attempts", "num_epochs", "epochs_materialised", "error")
-
-
-def _job_row(job_id: int) -> dict:
-    from ..models import Job
-
-    row = Job.objects.filter(pk=job_id).values(*_JOB_FIELDS).first()
-    if row is None:
-        raise NotFound(f"no job with id {job_id}")
-    return row
-
-
 def take(job_id: int, worker: str, count: int = 1, completions: list[Completion] = ()) -> TakeResult:
-    """Completes the caller's finished leases, then leases up to ``count`` items."""
-    with metrics.timed("take"), transaction.atomic():
-        job = _job_row(job_id)
-        completed, lost = _complete(completions) if completions else ([], [])
-        result = TakeResult(leases=[], exhausted=False, retry_after=None, completed=completed, lost=lost)
+    """Completes the caller's finished leases, then leases up to ``count`` items.
+
+    In steady state this is one statement (take.sql): one round trip and one
+    commit per request. More run only at the edges: right after expired leases
+    were taken back, at an epoch boundary, and when nothing could be leased.
+    """
+    with metrics.timed("take"):
+        job, leases, reclaimed, completed = _take_once(job_id, worker, count, completions)
+        lost = _lost(completions, completed) if len(completed) < len(completions) else []
+        metrics.LEASE_ITEMS.labels("complete").inc(len(completed))
+        result = TakeResult(leases=leases, exhausted=False, retry_after=None, completed=completed, lost=lost)
 
         state = job["state"]
-        if state in (JobState.DONE, JobState.CANCELLED):
-            result.exhausted = True
-            return result
-        if state == JobState.FAILED:
-            raise JobFailed(f"job {job['name']!r} failed: {job['error'] or 'no reason recorded'}")
-        if state in (JobState.PAUSED, JobState.SLICING):
-            result.retry_after = RETRY_PAUSED
-            return result
+        if state not in (JobState.READY, JobState.RUNNING):
+            return _not_active(job_id, state, result)
 
-        leases, reclaimed = _take_once(job, worker, count)
         if len(leases) < count and reclaimed:
-            more, _ = _take_once(job, worker, count - len(leases))
-            leases += more
+            leases += _take_once(job_id, worker, count - len(leases))[1]
         epoch = job["epochs_materialised"]
         while len(leases) < count and epoch < job["num_epochs"]:
             if not jobs.materialise_epoch(job_id, epoch):
-                break  # another taker has the job row: it is creating this epoch
+                break  # another taker holds the job row: it is creating this epoch
             epoch += 1
-            more, _ = _take_once(job, worker, count - len(leases))
-            leases += more
-        result.leases = leases
+            leases += _take_once(job_id, worker, count - len(leases))[1]
 
         if leases:
             if state == JobState.READY:
@@ -105,24 +89,40 @@ def take(job_id: int, worker: str, count: int = 1, completions: list[Completion]
         return result
 
 
-def _take_once(job: dict, worker: str, count: int) -> tuple[list[Lease], int]:
+def _not_active(job_id: int, state: str, result: TakeResult) -> TakeResult:
+    if state in (JobState.DONE, JobState.CANCELLED):
+        result.exhausted = True
+    elif state == JobState.FAILED:
+        job = jobs.get_job(job_id)
+        raise JobFailed(f"job {job.name!r} failed: {job.error or 'no reason recorded'}")
+    else:  # paused, or still slicing
+        result.retry_after = RETRY_PAUSED
+    return result
+
+
+def _take_once(job_id: int, worker: str, count: int, completions=()) -> tuple[dict, list[Lease], int, list[int]]:
+    """Runs take.sql: returns (job state and epochs, leases, leases reclaimed, completions accepted)."""
     with connection.cursor() as cursor:
         cursor.execute(
             sql.statement("take"),
             {
-                "job": job["id"],
+                "job": job_id,
                 "worker": worker,
                 "count": count,
-                "timeout": job["lease_timeout"],
-                "max_attempts": job["max_attempts"],
+                "ids": [c.id for c in completions],
+                "tokens": [c.token for c in completions],
+                "records": [c.records for c in completions],
             },
         )
         rows = cursor.fetchall()
-    reclaimed = rows[0][0] if rows else 0
+    if not rows:
+        raise NotFound(f"no job with id {job_id}")
+    state, num_epochs, epochs_materialised, reclaimed, completed = rows[0][:5]
     if reclaimed:
-        log.info("expired leases taken back", extra={"event": "lease_expired", "job": job["id"], "count": reclaimed})
-    leases = [Lease(*row[1:]) for row in rows if row[1] is not None]
-    return leases, reclaimed
+        log.info("expired leases taken back", extra={"event": "lease_expired", "job": job_id, "count": reclaimed})
+    leases = [Lease(*row[5:]) for row in rows if row[5] is not None]
+    job = {"state": state, "num_epochs": num_epochs, "epochs_materialised": epochs_materialised}
+    return job, leases, reclaimed, list(completed)
 
 
 def _nothing_leased(job_id: int, epochs_left: bool) -> tuple[bool, float | None]:
@@ -147,35 +147,39 @@ def _nothing_leased(job_id: int, epochs_left: bool) -> tuple[bool, float | None]
     return True, None
 
 
+def _lost(completions, completed: list[int]) -> list[int]:
+    """The completions not accepted, less those accepted earlier with the same token (a retried request)."""
+    accepted = set(completed)
+    missing = [c for c in completions if c.id not in accepted]
+    if not missing:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql.statement("already_done"),
+            {"ids": [c.id for c in missing], "tokens": [c.token for c in missing]},
+        )
+        repeated = {row[0] for row in cursor.fetchall()}
+    completed += [c.id for c in missing if c.id in repeated]
+    lost = [c.id for c in missing if c.id not in repeated]
+    for lease_id in lost:
+        log.warning("completion refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "complete"})
+    return lost
+
+
 def _complete(completions) -> tuple[list[int], list[int]]:
-    ids = [c.id for c in completions]
-    tokens = [c.token for c in completions]
     with connection.cursor() as cursor:
         cursor.execute(
             sql.statement("complete"),
-            {"ids": ids, "tokens": tokens, "records": [c.records for c in completions]},
+            {"ids": [c.id for c in completions], "tokens": [c.token for c in completions], "records": [c.records for c in completions]},
         )
         completed = [row[0] for row in cursor.fetchall()]
-        accepted = set(completed)
-        missing = [c for c in completions if c.id not in accepted]
-        if missing:
-            cursor.execute(
-                sql.statement("already_done"),
-                {"ids": [c.id for c in missing], "tokens": [c.token for c in missing]},
-            )
-            repeated = {row[0] for row in cursor.fetchall()}
-            completed += [c.id for c in missing if c.id in repeated]
-            lost = [c.id for c in missing if c.id not in repeated]
-        else:
-            lost = []
-    for lease_id in lost:
-        log.warning("completion refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "complete"})
+    lost = _lost(completions, completed)
     metrics.LEASE_ITEMS.labels("complete").inc(len(completed))
     return completed, lost
 
 
 def complete(lease_id: int, token: int, records: int | None = None) -> None:
-    with metrics.timed("complete"), transaction.atomic():
+    with metrics.timed("complete"):
         _completed, lost = _complete([Completion(lease_id, token, records)])
     if lost:
         raise LeaseLost(f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours")
@@ -183,7 +187,7 @@ def complete(lease_id: int, token: int, records: int | None = None) -> None:
 
 def fail(lease_id: int, token: int, error: str) -> dict:
     """Gives an item back with an error; returns its new state and attempts."""
-    with metrics.timed("fail"), transaction.atomic():
+    with metrics.timed("fail"):
         with connection.cursor() as cursor:
             cursor.execute(sql.statement("fail"), {"id": lease_id, "token": token, "error": error})
             row = cursor.fetchone()
@@ -197,7 +201,7 @@ def fail(lease_id: int, token: int, error: str) -> dict:
 
 def extend(pairs: list[tuple[int, int]]) -> tuple[dict[int, datetime], list[int]]:
     """Heartbeat for (lease id, token) pairs: returns ({id: new expiry}, [lost ids])."""
-    with metrics.timed("extend"), transaction.atomic():
+    with metrics.timed("extend"):
         with connection.cursor() as cursor:
             cursor.execute(sql.statement("extend"), {"ids": [p[0] for p in pairs], "tokens": [p[1] for p in pairs]})
             extended = dict(cursor.fetchall())

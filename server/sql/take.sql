@@ -1,6 +1,14 @@
--- take: lease up to %(count)s items of job %(job)s to worker %(worker)s.
+-- take: complete the caller's finished leases, then lease up to %(count)s
+-- items of job %(job)s to worker %(worker)s.
 --
--- One statement, one round trip, no read-then-write:
+-- One statement: one round trip and one commit per request, which in steady
+-- state is one per item. No read-then-write anywhere:
+--   done       the completions the request carries (ids, tokens, records),
+--              each guarded by (state = 'leased', token) exactly as in
+--              complete.sql; the ids it returns are the accepted ones.
+--   job        the job's state and lease settings; items are picked only
+--              while it is ready or running (paused, cancelled... hand out
+--              nothing), and the caller learns the state from the result.
 --   reclaimed  leases that expired go back to `pending`, or to `failed` once
 --              they used max_attempts. SKIP LOCKED: two takers never reclaim
 --              the same row and never wait on each other. CTEs share one
@@ -16,11 +24,30 @@
 --              counters add no lock waits and no deadlocks to the hot path.
 --   events     the audit trail of expired leases.
 --   seen       the worker's last_seen.
--- The final SELECT returns one row even when nothing was leased, so the
--- caller always learns how many leases were reclaimed.
-WITH reclaimed AS (
+-- The final SELECT returns one row even when nothing was leased (none when
+-- the job does not exist), so the caller always learns the job's state, the
+-- completions accepted and how many leases were reclaimed.
+WITH req AS (
+    SELECT *
+      FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(records)s::bigint[]) AS r(id, token, records)
+), done AS (
     UPDATE shardline_item AS i
-       SET state = CASE WHEN i.attempts >= %(max_attempts)s THEN 'failed' ELSE 'pending' END,
+       SET state = 'done',
+           completed_at = now(),
+           expires_at = NULL,
+           duration = extract(epoch FROM now() - i.leased_at),
+           records = r.records,
+           seq = nextval('shardline_completion_seq')
+      FROM req AS r
+     WHERE i.id = r.id AND i.job_id = %(job)s AND i.state = 'leased' AND i.token = r.token
+ RETURNING i.id, i.job_id, i.epoch, i.worker, i.duration
+), job AS (
+    SELECT id, state, lease_timeout, max_attempts, num_epochs, epochs_materialised
+      FROM shardline_job
+     WHERE id = %(job)s
+), reclaimed AS (
+    UPDATE shardline_item AS i
+       SET state = CASE WHEN i.attempts >= (SELECT max_attempts FROM job) THEN 'failed' ELSE 'pending' END,
            error = 'lease expired while held by ' || coalesce(i.worker, 'an unknown worker'),
            expires_at = NULL
       FROM (SELECT id
@@ -35,6 +62,7 @@ WITH reclaimed AS (
     SELECT id
       FROM shardline_item
      WHERE job_id = %(job)s AND state = 'pending'
+       AND EXISTS (SELECT 1 FROM job WHERE state IN ('ready', 'running'))
      ORDER BY epoch, position
      LIMIT %(count)s
        FOR UPDATE SKIP LOCKED
@@ -45,7 +73,7 @@ WITH reclaimed AS (
            worker = %(worker)s,
            attempts = i.attempts + 1,
            leased_at = now(),
-           expires_at = now() + make_interval(secs => %(timeout)s),
+           expires_at = now() + make_interval(secs => (SELECT lease_timeout FROM job)),
            completed_at = NULL,
            duration = NULL,
            records = NULL
@@ -53,21 +81,27 @@ WITH reclaimed AS (
      WHERE i.id = picked.id
  RETURNING i.id, i.token, i.epoch, i.position, i.unit_idx, i.expires_at
 ), deltas AS (
-    SELECT epoch, -1 AS pending, 1 AS leased, 0 AS failed FROM leased
+    -- One upsert for all three sources: two upserts of one counter row in
+    -- one statement would not see each other.
+    SELECT %(job)s::bigint AS job_id, epoch, -1 AS pending, 1 AS leased, 0 AS done, 0 AS failed FROM leased
     UNION ALL
-    SELECT epoch,
+    SELECT %(job)s, epoch,
            CASE WHEN state = 'pending' THEN 1 ELSE 0 END,
            -1,
+           0,
            CASE WHEN state = 'failed' THEN 1 ELSE 0 END
       FROM reclaimed
+    UNION ALL
+    SELECT job_id, epoch, 0, -1, 1, 0 FROM done
 ), counted AS (
     INSERT INTO shardline_counter AS c (job_id, epoch, shard, pending, leased, done, failed)
-    SELECT %(job)s, epoch, pg_backend_pid(), sum(pending), sum(leased), 0, sum(failed)
+    SELECT job_id, epoch, pg_backend_pid(), sum(pending), sum(leased), sum(done), sum(failed)
       FROM deltas
-     GROUP BY epoch
+     GROUP BY job_id, epoch
     ON CONFLICT (job_id, epoch, shard) DO UPDATE
        SET pending = c.pending + EXCLUDED.pending,
            leased = c.leased + EXCLUDED.leased,
+           done = c.done + EXCLUDED.done,
            failed = c.failed + EXCLUDED.failed
 ), events AS (
     INSERT INTO shardline_event (job_id, item_id, kind, worker, message, at)
@@ -76,13 +110,31 @@ WITH reclaimed AS (
                 ELSE 'lease expired; item back to pending' END,
            now()
       FROM reclaimed
+), credit AS (
+    SELECT job_id, worker, count(*) AS n, sum(duration) AS seconds FROM done GROUP BY job_id, worker
 ), seen AS (
+    -- The caller's own row: last seen now, credited with its completions.
     INSERT INTO shardline_worker AS w (job_id, name, first_seen, last_seen, items_done, items_failed, busy_seconds)
-    VALUES (%(job)s, %(worker)s, now(), now(), 0, 0, 0)
-    ON CONFLICT (job_id, name) DO UPDATE SET last_seen = now()
+    SELECT j.id, %(worker)s, now(), now(), coalesce(c.n, 0), 0, coalesce(c.seconds, 0)
+      FROM job AS j
+      LEFT JOIN credit AS c ON c.job_id = j.id AND c.worker = %(worker)s
+    ON CONFLICT (job_id, name) DO UPDATE
+       SET last_seen = now(),
+           items_done = w.items_done + EXCLUDED.items_done,
+           busy_seconds = w.busy_seconds + EXCLUDED.busy_seconds
+), credited AS (
+    -- Completions of leases another worker name took (rare: a renamed worker).
+    UPDATE shardline_worker AS w
+       SET items_done = w.items_done + c.n, busy_seconds = w.busy_seconds + c.seconds
+      FROM credit AS c
+     WHERE w.job_id = c.job_id AND w.name = c.worker
+       AND NOT (c.job_id = %(job)s AND c.worker = %(worker)s)
 )
-SELECT r.reclaimed, l.id, l.token, u.item, l.epoch, l.position, l.expires_at
-  FROM (SELECT count(*) FILTER (WHERE state = 'pending') AS reclaimed FROM reclaimed) AS r
+SELECT j.state, j.num_epochs, j.epochs_materialised, r.reclaimed,
+       (SELECT coalesce(array_agg(id), '{}') FROM done) AS completed,
+       l.id, l.token, u.item, l.epoch, l.position, l.expires_at
+  FROM job AS j
+ CROSS JOIN (SELECT count(*) FILTER (WHERE state = 'pending') AS reclaimed FROM reclaimed) AS r
   LEFT JOIN leased AS l ON true
   LEFT JOIN shardline_unit AS u ON u.job_id = %(job)s AND u.idx = l.unit_idx
  ORDER BY l.epoch, l.position;

@@ -92,3 +92,14 @@ def test_a_token_cannot_have_more_power_than_its_user():
     user, _ = ensure_user("only-viewer", "viewer")
     with pytest.raises(InvalidInput):
         create_token(user, "admin")
+
+
+def test_a_revoked_token_stops_working_once_its_cache_entry_ages_out(client_for, settings):
+    from server.services.accounts import revoke_token
+
+    settings.SHARDLINE_TOKEN_CACHE_SECONDS = 0
+    client = client_for("viewer")
+    assert client.get("/api/v1/jobs/").status_code == 200
+    token = ApiToken.objects.get(role="viewer", revoked_at__isnull=True)
+    revoke_token(token.prefix)
+    assert client.get("/api/v1/jobs/").status_code == 401

@@ -1,0 +1,181 @@
+"""Dispatch throughput: take+complete through HTTP beside a raw-SQL loop of the same statements.
+
+Usage:  .venv/bin/python bench/dispatch.py [--clients 4] [--seconds 8] [--web-workers 4]
+
+Runs, in one process tree and one run so the ratios compare like with like:
+  raw-sql       C processes, each a psycopg connection running complete.sql +
+                take.sql in one transaction per item (what one HTTP request does)
+  http-single   C processes, each POSTing /leases/ with count=1 and the previous
+                lease's completion piggybacked (one round trip per item)
+  http-batch32  the same with count=32
+  http-half     http-single paced at half of its measured peak, for latency
+Prints items/s, p50/p99 latency per round trip, and the ratios the targets
+name. Uses DATABASE_URL when set, else the embedded Postgres.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "server.settings")
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+
+def percentile(values, q):
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# --- client processes ------------------------------------------------------
+
+
+def raw_sql_client(dsn: str, job: dict, seconds: float, start_at: float, out):
+    import psycopg
+
+    from server import sql
+
+    take_sql, complete_sql = sql.statement("take"), sql.statement("complete")
+    latencies, items = [], 0
+    held = []
+    # Autocommit, one statement per round trip: exactly what the server runs
+    # for a take that carries the previous lease's completion.
+    with psycopg.connect(dsn, cursor_factory=psycopg.ClientCursor, autocommit=True) as conn:
+        time.sleep(max(0, start_at - time.time()))
+        deadline = time.time() + seconds
+        worker = f"raw-{os.getpid()}"
+        while time.time() < deadline:
+            began = time.perf_counter()
+            with conn.cursor() as cur:
+                if held:
+                    cur.execute(complete_sql, {"ids": [h[0] for h in held], "tokens": [h[1] for h in held], "records": [None] * len(held)})
+                    items += len(cur.fetchall())
+                cur.execute(take_sql, {"job": job["id"], "worker": worker, "count": 1})
+                held = [(row[4], row[5]) for row in cur.fetchall() if row[4] is not None]
+            latencies.append(time.perf_counter() - began)
+    out.put((items, latencies))
+
+
+def http_client(base: str, key: str, job_id: int, count: int, seconds: float, start_at: float, pace: float | None, out):
+    import requests
+
+    session = requests.Session()
+    session.headers["Authorization"] = f"Token {key}"
+    url = f"{base}/api/v1/jobs/{job_id}/leases/"
+    latencies, items, held = [], 0, []
+    name = f"http-{os.getpid()}"
+    time.sleep(max(0, start_at - time.time()))
+    deadline = time.time() + seconds
+    next_at = time.perf_counter()
+    while time.time() < deadline:
+        if pace:
+            # Paced (open loop): requests leave on a schedule, so a slow
+            # response does not lower the offered load.
+            next_at += pace
+            delay = next_at - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+        began = time.perf_counter()
+        response = session.post(url, json={"worker": name, "count": count, "complete": held}, timeout=30)
+        latencies.append(time.perf_counter() - began)
+        body = response.json()
+        items += len(body["completed"])
+        held = [{"id": lease["id"], "token": lease["token"]} for lease in body["leases"]]
+    out.put((items, latencies))
+
+
+def run_arm(target, args_for_client, clients, seconds):
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    start_at = time.time() + 2.0
+    processes = [context.Process(target=target, args=(*args_for_client(i), seconds, start_at, *extra, queue)) for i, extra in clients]
+    for process in processes:
+        process.start()
+    results = [queue.get(timeout=seconds + 120) for _ in processes]
+    for process in processes:
+        process.join(30)
+    items = sum(r[0] for r in results)
+    latencies = [lat for r in results for lat in r[1]]
+    return {
+        "items_per_s": items / seconds,
+        "requests": len(latencies),
+        "p50_ms": percentile(latencies, 0.50) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+        "mean_ms": statistics.fmean(latencies) * 1000 if latencies else float("nan"),
+    }
+
+
+# --- orchestration ---------------------------------------------------------
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--web-workers", type=int, default=4)
+    parser.add_argument("--items", type=int, default=200_000, help="items per job (each arm has its own job)")
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from server.services import accounts, jobs
+    from tests.support import ServerProcess, database_url
+
+    call_command("migrate", verbosity=0, interactive=False)
+    user, _ = accounts.ensure_user("bench", "worker")
+    _token, key = accounts.create_token(user, "worker", name="bench")
+    db = settings.DATABASES["default"]
+    dsn_url = database_url(db)
+    conninfo = {"dbname": db["NAME"], "user": db["USER"], "host": db["HOST"], "port": db["PORT"] or None, "password": db["PASSWORD"] or None}
+    dsn = " ".join(f"{k}={v}" for k, v in conninfo.items() if v)
+
+    def new_job(tag):
+        spec = jobs.JobSpec(name=f"bench-{tag}-{uuid.uuid4().hex[:6]}", works=[f"/bench/{i:07d}" for i in range(args.items)], lease_timeout=300.0)
+        job, _ = jobs.create_or_attach(spec)
+        return {"id": job.id}
+
+    server = ServerProcess(dsn_url, workers=args.web_workers, extra_env={"DATABASE_CONN_MAX_AGE": "600"}).start()
+    results = {}
+    try:
+        clients = [(i, ()) for i in range(args.clients)]
+        job = new_job("raw")
+        results["raw-sql"] = run_arm(raw_sql_client, lambda i: (dsn, job), clients, args.seconds)
+        job = new_job("single")
+        results["http-single"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 1), [(i, (None,)) for i in range(args.clients)], args.seconds)
+        job = new_job("batch")
+        results["http-batch32"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 32), [(i, (None,)) for i in range(args.clients)], args.seconds)
+        half_rate = results["http-single"]["items_per_s"] / 2
+        pace = args.clients / half_rate if half_rate > 0 else 0.1
+        job = new_job("half")
+        results["http-half"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 1), [(i, (pace,)) for i in range(args.clients)], args.seconds)
+    finally:
+        server.stop()
+
+    cpu = os.cpu_count()
+    print(f"\nDispatch benchmark: {args.clients} client processes, {args.web_workers} gunicorn workers, {cpu} CPUs, {args.seconds:.0f} s per arm, Postgres {'embedded' if settings.DATABASE_IS_EMBEDDED else 'DATABASE_URL'}")
+    print(f"{'arm':<14}{'items/s':>10}{'round trips':>13}{'p50 ms':>9}{'p99 ms':>9}")
+    for arm, row in results.items():
+        print(f"{arm:<14}{row['items_per_s']:>10.0f}{row['requests']:>13}{row['p50_ms']:>9.2f}{row['p99_ms']:>9.2f}")
+    raw, single, batch, half = (results[k] for k in ("raw-sql", "http-single", "http-batch32", "http-half"))
+    print()
+    print(f"HTTP single / raw SQL         {single['items_per_s'] / raw['items_per_s']:.2f}   (target >= 0.40)")
+    print(f"HTTP batch32 / HTTP single    {batch['items_per_s'] / single['items_per_s']:.2f}   (target >= 5)")
+    print(f"p99 at half load              {half['p99_ms']:.2f} ms at {half['items_per_s']:.0f} items/s   (target < 20 ms)")
+
+
+if __name__ == "__main__":
+    main()
