@@ -3,8 +3,8 @@
 Usage:  .venv/bin/python bench/dispatch.py [--clients 4] [--seconds 8] [--web-workers 4]
 
 Runs, in one process tree and one run so the ratios compare like with like:
-  raw-sql       C processes, each a psycopg connection running complete.sql +
-                take.sql in one transaction per item (what one HTTP request does)
+  raw-sql       C processes, each a psycopg connection running take.sql with
+                the previous lease's completion (what one HTTP request runs)
   http-single   C processes, each POSTing /leases/ with count=1 and the previous
                 lease's completion piggybacked (one round trip per item)
   http-batch32  the same with count=32
@@ -45,11 +45,11 @@ def raw_sql_client(dsn: str, job: dict, seconds: float, start_at: float, out):
 
     from server import sql
 
-    take_sql, complete_sql = sql.statement("take"), sql.statement("complete")
+    take_sql = sql.statement("take")
     latencies, items = [], 0
     held = []
-    # Autocommit, one statement per round trip: exactly what the server runs
-    # for a take that carries the previous lease's completion.
+    # Autocommit, the one statement the server runs for a take that carries
+    # the previous lease's completion.
     with psycopg.connect(dsn, cursor_factory=psycopg.ClientCursor, autocommit=True) as conn:
         time.sleep(max(0, start_at - time.time()))
         deadline = time.time() + seconds
@@ -57,11 +57,12 @@ def raw_sql_client(dsn: str, job: dict, seconds: float, start_at: float, out):
         while time.time() < deadline:
             began = time.perf_counter()
             with conn.cursor() as cur:
-                if held:
-                    cur.execute(complete_sql, {"ids": [h[0] for h in held], "tokens": [h[1] for h in held], "records": [None] * len(held)})
-                    items += len(cur.fetchall())
-                cur.execute(take_sql, {"job": job["id"], "worker": worker, "count": 1})
-                held = [(row[4], row[5]) for row in cur.fetchall() if row[4] is not None]
+                params = {"job": job["id"], "worker": worker, "count": 1,
+                          "ids": [h[0] for h in held], "tokens": [h[1] for h in held], "records": [None] * len(held)}
+                cur.execute(take_sql, params)
+                rows = cur.fetchall()
+            items += len(rows[0][4])
+            held = [(row[5], row[6]) for row in rows if row[5] is not None]
             latencies.append(time.perf_counter() - began)
     out.put((items, latencies))
 

@@ -25,14 +25,19 @@ Graph-mode design (why it is built this way):
   cancelled at shutdown, a closed queue hands out what it holds and then raises
   ``OutOfRangeError``, and every blocking call is cancellable by the session.
   When a GPU is visible the queue is placed on it (stock TF registers the queue
-  kernels for every device, keeping only the handle in host memory), so the
-  producer's put performs the one host-to-device copy of each element and the
-  consumer's take reads device memory.
+  kernels for every device and keeps only the handle, strings and int32 in
+  host memory), so the producer's put performs the one host-to-device copy of
+  each element and the consumer's take reads device memory.
 * Every element carries two extra scalars, an error code and a message.  A
   producer that hits an error it must not swallow puts error markers into the
   stream, so the consumer receives the elements produced before the failure and
   then an error: an error can never be lost behind a full buffer, and a
-  consumer blocked in its take is woken by it.
+  consumer blocked in its take is woken by it.  The take checks the code with
+  a ``tf.cond``; only an error marker enters Python (to raise), so a normal
+  take costs no Python call.
+* ``timeout_millis`` cannot be a run timeout on the put: a timed-out step
+  would drop the element it computed.  A watchdog thread per stage warns
+  instead, when a put has been in flight that long while the buffer is full.
 * The take first asserts that a producer has been started for this session (a
   token the hook puts into a tiny side queue).  Without the hook the very first
   take fails at once with an error naming ``make_prefetch_hook()`` instead of
@@ -303,19 +308,26 @@ def _staged_graph(features, feed_dict, capacity, num_threads, num_clients, timeo
         stage_name = scope.rstrip("/")
         device = _buffer_device(scope)
 
-        def placement():
-            return tf.device(device) if device else contextlib.nullcontext()
+        def placement(dtype=None):
+            if not device:
+                return contextlib.nullcontext()
+            # Strings stay in host memory even in a GPU queue.
+            return tf.device("/device:CPU:0" if dtype == tf.string else device)
 
         dtypes = [tf.int32, tf.string] + [t.dtype for t in tensors]
+        # Status values and error-marker stand-ins are built on the host: some
+        # of their dtypes (strings) have no GPU kernels to create them with.
+        with tf.device("/device:CPU:0"):
+            status_ok = [tf.constant(_OK), tf.constant("")]
+            code_feed = tf.compat.v1.placeholder(tf.int32, [], name="error_code")
+            message_feed = tf.compat.v1.placeholder(tf.string, [], name="error_message")
+            stand_ins = [_empty_like(t) for t in tensors]
         with placement():
             # The public tf.queue.FIFOQueue pins its resource to the CPU; this
             # variant leaves placement to the device scope.
             buffer = data_flow_ops.GPUCompatibleFIFOQueue(capacity, dtypes, name="buffer")
-            put = buffer.enqueue([tf.constant(_OK), tf.constant("")] + tensors, name="put")
-            code_feed = tf.compat.v1.placeholder(tf.int32, [], name="error_code")
-            message_feed = tf.compat.v1.placeholder(tf.string, [], name="error_message")
-            put_error = buffer.enqueue(
-                [code_feed, message_feed] + [_empty_like(t) for t in tensors], name="put_error")
+            put = buffer.enqueue(status_ok + tensors, name="put")
+            put_error = buffer.enqueue([code_feed, message_feed] + stand_ins, name="put_error")
             close = buffer.close(cancel_pending_enqueues=False, name="close")
             cancel = buffer.close(cancel_pending_enqueues=True, name="cancel")
             size = buffer.size(name="size")
@@ -341,9 +353,10 @@ def _staged_graph(features, feed_dict, capacity, num_threads, num_clients, timeo
                 lambda: tf.py_function(_raise_producer_error, [code, message], tf.bool),
                 name="check")
         outputs = []
-        with placement(), tf.control_dependencies([checked]):
+        with tf.control_dependencies([checked]):
             for source, component in zip(tensors, components):
-                output = tf.identity(component)
+                with placement(source.dtype):
+                    output = tf.identity(component)
                 output.set_shape(source.shape)
                 outputs.append(output)
 
@@ -545,8 +558,10 @@ class _StageRunner:
             if size < self.stage.capacity:
                 # Still computing the element, not waiting for space.
                 continue
-            for put in overdue:
-                put.warned = True
+            with self._lock:
+                for put in overdue:
+                    put.warned = True
+            for _ in overdue:
                 logger.warning(
                     "staged %r: a put has waited more than %d ms on the full buffer "
                     "(capacity %d); keeping the element and waiting for a consumer",

@@ -35,6 +35,8 @@ def test_the_buffer_and_the_outputs_live_on_the_visible_gpu(visible_gpu):
     for op_name in ("staged/buffer", "staged/put", "staged/take"):
         assert device_of(graph, op_name).device_type == "GPU", op_name
     assert tf.DeviceSpec.from_string(out["dense"].device).device_type == "GPU"
+    # Strings have no device memory representation; they stay on the host.
+    assert tf.DeviceSpec.from_string(out["label"].device).device_type == "CPU"
     # The hook check is host-side bookkeeping.
     assert device_of(graph, "staged/require_prefetch_hook/Assert").device_type == "CPU"
 
