@@ -196,6 +196,8 @@ class TakeResponseSerializer(serializers.Serializer):
     retry_after = serializers.FloatField(allow_null=True, help_text="Seconds to wait before the next take when nothing was leased.")
     completed = serializers.ListField(child=serializers.IntegerField(), help_text="Lease ids of `complete` that were accepted.")
     lost = serializers.ListField(child=serializers.IntegerField(), help_text="Lease ids of `complete` no longer held.")
+    leased_by_you = serializers.IntegerField(allow_null=True, help_text="When nothing was leased: live leases this worker holds.")
+    leased_by_others = serializers.IntegerField(allow_null=True, help_text="When nothing was leased: live leases other workers hold.")
 
 
 class TokenSerializer(StrictSerializer):

@@ -140,6 +140,8 @@ class TakeView(APIView):
                 "retry_after": result.retry_after,
                 "completed": result.completed,
                 "lost": result.lost,
+                "leased_by_you": result.leased_by_you,
+                "leased_by_others": result.leased_by_others,
             }
         )
 

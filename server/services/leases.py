@@ -50,6 +50,10 @@ class TakeResult:
     retry_after: float | None
     completed: list[int] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
+    # When nothing was leased: live leases held by the caller and by others.
+    # A reader that holds the last items itself must not wait for them.
+    leased_by_you: int | None = None
+    leased_by_others: int | None = None
 
 
 def take(job_id: int, worker: str, count: int = 1, completions: list[Completion] = ()) -> TakeResult:
@@ -82,7 +86,9 @@ def take(job_id: int, worker: str, count: int = 1, completions: list[Completion]
             if state == JobState.READY:
                 jobs.mark_running(job_id)
         else:
-            result.exhausted, result.retry_after = _nothing_leased(job_id, epoch < job["num_epochs"])
+            result.exhausted, result.retry_after, result.leased_by_you, result.leased_by_others = _nothing_leased(
+                job_id, worker, epoch < job["num_epochs"]
+            )
             if result.exhausted:
                 jobs.mark_done(job_id)
         metrics.LEASE_ITEMS.labels("take").inc(len(leases))
@@ -125,26 +131,32 @@ def _take_once(job_id: int, worker: str, count: int, completions=()) -> tuple[di
     return job, leases, reclaimed, list(completed)
 
 
-def _nothing_leased(job_id: int, epochs_left: bool) -> tuple[bool, float | None]:
-    """(exhausted, retry_after) for a take that got nothing."""
+def _nothing_leased(job_id: int, worker: str, epochs_left: bool) -> tuple[bool, float | None, int | None, int | None]:
+    """(exhausted, retry_after, leased by the caller, leased by others) for a take that got nothing."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
             SELECT EXISTS (SELECT 1 FROM shardline_item WHERE job_id = %(job)s AND state = 'pending'),
-                   extract(epoch FROM (SELECT min(expires_at) FROM shardline_item
-                                        WHERE job_id = %(job)s AND state = 'leased') - now())
+                   extract(epoch FROM min(expires_at) - now()),
+                   count(*) FILTER (WHERE worker = %(worker)s),
+                   count(*) FILTER (WHERE worker IS DISTINCT FROM %(worker)s)
+              FROM shardline_item
+             WHERE job_id = %(job)s AND state = 'leased'
             """,
-            {"job": job_id},
+            {"job": job_id, "worker": worker},
         )
-        has_pending, seconds_to_expiry = cursor.fetchone()
+        has_pending, seconds_to_expiry, mine, others = cursor.fetchone()
+    # The counts are given only when nothing but live leases stands between
+    # the job and its end: a reader holding the last items itself then knows
+    # not to wait for them.
     if has_pending:
-        return False, RETRY_PENDING_LOCKED
+        return False, RETRY_PENDING_LOCKED, None, None
     if epochs_left:
-        return False, RETRY_MATERIALISING
+        return False, RETRY_MATERIALISING, None, None
     if seconds_to_expiry is not None:
         # Live leases may still fail or expire and come back: not exhausted.
-        return False, round(min(max(float(seconds_to_expiry), 0.1), RETRY_MAX), 3)
-    return True, None
+        return False, round(min(max(float(seconds_to_expiry), 0.1), RETRY_MAX), 3), mine, others
+    return True, None, 0, 0
 
 
 def _lost(completions, completed: list[int]) -> list[int]:

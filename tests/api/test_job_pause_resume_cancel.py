@@ -25,7 +25,8 @@ def test_a_cancelled_job_answers_exhausted(worker_client, admin_client, job_name
     job = create_job(worker_client, job_name, ["/a", "/b"])
     assert action(admin_client, job["id"], "cancel").json()["state"] == "cancelled"
     result = take(worker_client, job["id"])
-    assert result == {"leases": [], "exhausted": True, "retry_after": None, "completed": [], "lost": []}
+    assert result == {"leases": [], "exhausted": True, "retry_after": None, "completed": [], "lost": [],
+                      "leased_by_you": None, "leased_by_others": None}
 
 
 def test_impossible_transitions_are_a_409_naming_the_state(worker_client, admin_client, job_name):

@@ -11,6 +11,9 @@ def test_nothing_pending_but_leases_live_means_retry_later(worker_client, job_na
     waiting = take(worker_client, job["id"], "idle")
     assert waiting["leases"] == [] and waiting["exhausted"] is False
     assert 0 < waiting["retry_after"] <= 3
+    assert (waiting["leased_by_you"], waiting["leased_by_others"]) == (0, 1)
+    mine = take(worker_client, job["id"], "holder")
+    assert (mine["leased_by_you"], mine["leased_by_others"]) == (1, 0)
     done = take(worker_client, job["id"], "holder", complete=[{"id": lease["id"], "token": lease["token"]}])
     assert done["exhausted"] is True and done["retry_after"] is None
     assert worker_client.get(f"/api/v1/jobs/{job['id']}/").json()["state"] == "done"
