@@ -1,0 +1,46 @@
+"""Shardline's worker SDK: imported by training scripts.
+
+``from worker_sdk import WorkQueue`` gives DeepRec's WorkQueue API on a
+Shardline server; ``staged`` and ``make_prefetch_hook`` are DeepRec's
+``tf.staged`` prefetching. Importing the package needs neither Django nor
+TensorFlow: TensorFlow is imported by the parts that use it.
+"""
+
+from .errors import (
+    APIError,
+    AuthError,
+    ConnectionError,
+    JobFailedError,
+    JobSpecConflictError,
+    LeaseLostError,
+    ShardlineError,
+)
+from .queue import QueueExhausted, WorkQueue
+
+__all__ = [
+    "WorkQueue",
+    "QueueExhausted",
+    "staged",
+    "make_prefetch_hook",
+    "ShardlineError",
+    "APIError",
+    "AuthError",
+    "ConnectionError",
+    "JobFailedError",
+    "JobSpecConflictError",
+    "LeaseLostError",
+]
+
+_TF_EXPORTS = {"staged", "make_prefetch_hook"}
+
+
+def __getattr__(name):
+    # staged / make_prefetch_hook need TensorFlow: import it only when asked.
+    if name in _TF_EXPORTS:
+        from . import _tf_import
+
+        _tf_import.require("worker_sdk." + name)
+        from . import staging
+
+        return getattr(staging, name)
+    raise AttributeError(f"module 'worker_sdk' has no attribute {name!r}")

@@ -1,0 +1,33 @@
+"""The REST API as Python calls (one method per endpoint the SDK uses)."""
+
+from __future__ import annotations
+
+from .transport import Transport
+
+
+class Client:
+    def __init__(self, transport: Transport):
+        self.transport = transport
+
+    def create_job(self, spec: dict) -> dict:
+        return self.transport.request("POST", "/api/v1/jobs/", json=spec)
+
+    def job(self, job_id: int) -> dict:
+        return self.transport.request("GET", f"/api/v1/jobs/{job_id}/")
+
+    def take(self, job_id: int, worker: str, count: int = 1, complete: list[dict] = ()) -> dict:
+        body = {"worker": worker, "count": count, "complete": list(complete)}
+        return self.transport.request("POST", f"/api/v1/jobs/{job_id}/leases/", json=body)
+
+    def complete(self, lease_id: int, token: int, records: int | None = None) -> dict:
+        return self.transport.request("POST", f"/api/v1/leases/{lease_id}/complete/", json={"token": token, "records": records})
+
+    def fail(self, lease_id: int, token: int, error: str) -> dict:
+        return self.transport.request("POST", f"/api/v1/leases/{lease_id}/fail/", json={"token": token, "error": error[:8000]})
+
+    def extend(self, leases: list[tuple[int, int]]) -> dict:
+        body = {"leases": [{"id": lease_id, "token": token} for lease_id, token in leases]}
+        return self.transport.request("POST", "/api/v1/leases/extend/", json=body)
+
+    def watermarks(self, job_id: int) -> dict:
+        return self.transport.request("GET", f"/api/v1/jobs/{job_id}/watermarks/")

@@ -1,0 +1,467 @@
+"""WorkQueue: DeepRec's WorkQueue API on Shardline leases.
+
+The queue lives on the server; this object is a training process's handle on
+it. Items are leased one at a time and acknowledged when their consumer is
+done with them: when the same consumer pulls its next item, when it finishes,
+or when its lease context exits. A heartbeat thread keeps held leases alive; a
+worker that dies stops heartbeating, its leases expire and another worker
+reads those items.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import json
+import logging
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import warnings
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from . import errors
+from .client import Client
+from .transport import Transport
+
+log = logging.getLogger("worker_sdk")
+
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class QueueExhausted(errors.ShardlineError):
+    """Every item of the queue has been taken (TensorFlow paths raise OutOfRangeError instead)."""
+
+
+@dataclass
+class Lease:
+    id: int
+    token: int
+    item: str
+    epoch: int
+    position: int
+
+
+def exhausted_message(name: str) -> str:
+    return f"All works in work queue {name} are taken."
+
+
+def default_worker_name() -> str:
+    """host:pid:task, the task index from SHARDLINE_TASK or TF_CONFIG when there is one."""
+    task = os.environ.get("SHARDLINE_TASK")
+    if task is None:
+        try:
+            config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+            task = f"{config['task']['type']}{config['task']['index']}"
+        except (ValueError, KeyError, TypeError):
+            task = "0"
+    return f"{socket.gethostname()}:{os.getpid()}:{task}"
+
+
+def job_name_for(name: str, run: str | None) -> str:
+    base = _NAME_UNSAFE.sub("-", name).strip("-") or "work_queue"
+    if run:
+        base = f"{base}.{_NAME_UNSAFE.sub('-', run).strip('-')}"
+    return base[:200]
+
+
+class _Leaser:
+    """A process's connection to one job: takes, completes, fails, and heartbeats held leases."""
+
+    def __init__(self, client: Client, job_id: int, worker: str, lease_timeout: float, name: str):
+        self.client = client
+        self.job_id = job_id
+        self.worker = worker
+        self.name = name
+        self.held: dict[int, Lease] = {}
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._reported_lost: set[int] = set()
+        self.interval = max(0.2, lease_timeout / 3)
+        self._thread = threading.Thread(target=self._heartbeat, name=f"shardline-heartbeat-{name}", daemon=True)
+        self._thread.start()
+
+    def take(self, complete: list[Lease]) -> dict:
+        body = [{"id": lease.id, "token": lease.token} for lease in complete]
+        result = self.client.take(self.job_id, self.worker, 1, body)
+        with self.lock:
+            for lease in complete:
+                self.held.pop(lease.id, None)
+            for raw in result["leases"]:
+                lease = Lease(raw["id"], raw["token"], raw["item"], raw["epoch"], raw["position"])
+                self.held[lease.id] = lease
+        for lease_id in result.get("lost", []):
+            self._lost(lease_id, "its completion was refused")
+        return result
+
+    def complete(self, leases: list[Lease]) -> None:
+        for lease in leases:
+            with self.lock:
+                self.held.pop(lease.id, None)
+            try:
+                self.client.complete(lease.id, lease.token)
+            except errors.LeaseLostError:
+                self._lost(lease.id, "its completion was refused")
+
+    def fail(self, leases: list[Lease], error: str) -> None:
+        for lease in leases:
+            with self.lock:
+                self.held.pop(lease.id, None)
+            try:
+                self.client.fail(lease.id, lease.token, error)
+            except errors.LeaseLostError:
+                self._lost(lease.id, "its failure report was refused")
+
+    def _lost(self, lease_id: int, why: str) -> None:
+        if lease_id not in self._reported_lost:
+            self._reported_lost.add(lease_id)
+            log.warning(
+                "work queue %s: lease %s was lost (%s): it expired and went to another worker, "
+                "or the job was restored; it is not counted twice",
+                self.name, lease_id, why,
+            )
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.interval):
+            with self.lock:
+                pairs = [(lease.id, lease.token) for lease in self.held.values()]
+            if not pairs:
+                continue
+            try:
+                result = self.client.extend(pairs)
+            except errors.ShardlineError as exc:
+                log.warning("work queue %s: heartbeat failed: %s", self.name, exc)
+                continue
+            for lease_id in result.get("lost", []):
+                with self.lock:
+                    self.held.pop(lease_id, None)
+                self._lost(lease_id, "the heartbeat was refused")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class _Stream:
+    """One consumer's run of leases.
+
+    ``lag`` is how many of its newest leases a consumer may still be reading
+    when it asks for another: 1 for a loop that handles one item at a time,
+    2 for input_producer's queue (one item buffered, one in the reader).
+    Older leases are completed with the next take, in the same request.
+    """
+
+    def __init__(self, queue: "WorkQueue", lag: int = 1):
+        self.queue = queue
+        self.lag = lag
+        self.open: collections.deque[Lease] = collections.deque()
+        self.done = False
+        queue._streams.add(self)
+
+    def next(self) -> Lease:
+        if self.done:
+            raise QueueExhausted(exhausted_message(self.queue.name))
+        leaser = self.queue._leaser()
+        finished = []
+        while len(self.open) >= self.lag:
+            finished.append(self.open.popleft())
+        while True:
+            result = leaser.take(finished)
+            finished = []
+            if result["leases"]:
+                lease = leaser.held.get(result["leases"][0]["id"]) or Lease(**{k: result["leases"][0][k] for k in ("id", "token", "item", "epoch", "position")})
+                self.open.append(lease)
+                return lease
+            # Only this process's own leases are left: nothing will come back
+            # unless they fail, so this consumer is at its end (the leases it
+            # still reads are completed when it finishes).
+            if result["exhausted"] or (result.get("leased_by_others") == 0 and self.open):
+                self.done = True
+                if not self.open:
+                    self.queue._streams.discard(self)
+                raise QueueExhausted(exhausted_message(self.queue.name))
+            time.sleep(result["retry_after"] or 0.05)
+
+    def finish(self) -> None:
+        """The consumer read everything it was given: complete what is open."""
+        leases, self.open = list(self.open), collections.deque()
+        if leases:
+            self.queue._leaser().complete(leases)
+        self.queue._streams.discard(self)
+
+    def abort(self, error: str) -> None:
+        """The consumer stopped in the middle: give its open items back for another attempt."""
+        leases, self.open = list(self.open), collections.deque()
+        if leases:
+            self.queue._leaser().fail(leases, error)
+        self.queue._streams.discard(self)
+
+
+class WorkQueue:
+    """A queue of works shared by all workers of a training run (DeepRec's ``WorkQueue``).
+
+    ``works``, ``num_epochs``, ``shuffle``, ``seed``, ``prefix``, ``num_slices``
+    and ``name`` mean what they mean in DeepRec; ``num_clients`` is accepted
+    for compatibility (every consumer leases on its own). Shardline adds:
+
+    url, token      the server (default ``SHARDLINE_URL``, ``SHARDLINE_TOKEN``)
+    run             what makes this run's job distinct from an earlier run's
+                    over the same works (default ``SHARDLINE_RUN``). The job
+                    is named ``name`` or ``name.run``: every worker of a run
+                    constructs the same queue and attaches to the same job; a
+                    restarted run (same ``run``) continues where it stopped.
+    lease_timeout   seconds before a silent worker's items go to others
+    max_attempts    tries per item before it is marked failed
+    worker          this worker's name in the audit (default host:pid:task)
+    """
+
+    def __init__(
+        self,
+        works,
+        num_epochs=1,
+        shuffle=True,
+        seed=None,
+        prefix=None,
+        num_slices=None,
+        num_clients=1,
+        name="work_queue",
+        *,
+        url=None,
+        token=None,
+        run=None,
+        lease_timeout=None,
+        max_attempts=None,
+        worker=None,
+        retry_seconds=None,
+    ):
+        if not isinstance(works, list) or not works:
+            raise ValueError("WorkQueue requires works as a list of strings")
+        if not all(isinstance(w, (str, bytes)) for w in works):
+            raise ValueError(f"WorkQueue requires works as a list of strings not {[type(w) for w in works]}")
+        if num_epochs is None or num_epochs <= 0:
+            raise ValueError(f"num_epochs must be > 0 not {num_epochs}.")
+        self._works = [(w.decode() if isinstance(w, bytes) else w).strip() for w in works]
+        if not all(self._works):
+            raise ValueError("WorkQueue requires non-empty works")
+        if isinstance(prefix, bytes):
+            prefix = prefix.decode()
+        self.num_epochs = int(num_epochs)
+        self.shuffle = bool(shuffle)
+        self.seed = seed
+        self.prefix = prefix
+        self.num_slices = num_slices
+        self.num_clients = num_clients
+        self.name = name or "work_queue"
+        self.run = run if run is not None else os.environ.get("SHARDLINE_RUN")
+        self.job_name = job_name_for(self.name, self.run)
+        self.lease_timeout = lease_timeout
+        self.max_attempts = max_attempts
+        self.worker = worker or os.environ.get("SHARDLINE_WORKER") or None
+        self._transport = Transport(url, token, retry_seconds=retry_seconds)
+        self._client = Client(self._transport)
+        self._job: dict | None = None
+        self._state_lock = threading.Lock()
+        self._leaser_obj: _Leaser | None = None
+        self._leaser_pid: int | None = None
+        self._streams: weakref.WeakSet = weakref.WeakSet()
+        self._default: _Stream | None = None
+        _register(self)
+
+    # -- DeepRec's read-only surface ------------------------------------
+
+    @property
+    def works(self) -> list[str]:
+        return list(self._works)
+
+    def __len__(self) -> int:
+        return len(self._works)
+
+    # -- the server job ---------------------------------------------------
+
+    def spec(self) -> dict:
+        spec = {
+            "name": self.job_name,
+            "works": self._works,
+            "num_epochs": self.num_epochs,
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+            "prefix": self.prefix,
+            "num_slices": self.num_slices,
+        }
+        if self.lease_timeout is not None:
+            spec["lease_timeout"] = self.lease_timeout
+        if self.max_attempts is not None:
+            spec["max_attempts"] = self.max_attempts
+        return spec
+
+    @property
+    def job(self) -> dict:
+        """The server job (created, or attached to, on first use)."""
+        with self._state_lock:
+            if self._job is None:
+                self._job = self._create_or_attach()
+            return self._job
+
+    def _create_or_attach(self) -> dict:
+        try:
+            job = self._client.create_job(self.spec())
+        except errors.JobSpecConflictError as exc:
+            raise errors.JobSpecConflictError(
+                exc.status, exc.code,
+                f"{exc.message}. A different run over other data needs its own job: pass name=... "
+                f"or set SHARDLINE_RUN to tell the runs apart.",
+                exc.body,
+            ) from None
+        if job["state"] in ("done", "cancelled"):
+            warnings.warn(
+                f"work queue {self.name}: job {job['name']!r} (id {job['id']}) on {self._transport.url} is already "
+                f"{job['state']}, so there is nothing left to read. This is how a restart of a finished run looks; "
+                f"to read the works again as a new run, set SHARDLINE_RUN (or pass run=...) to a new value, "
+                f"e.g. SHARDLINE_RUN=$(date +%Y%m%d-%H%M%S), the same on every worker.",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        return job
+
+    def _leaser(self) -> _Leaser:
+        # One leaser (and heartbeat thread) per process: after a fork (a
+        # DataLoader worker) the child starts its own under its own name.
+        pid = os.getpid()
+        if self._leaser_obj is None or self._leaser_pid != pid:
+            job = self.job
+            worker = self.worker or default_worker_name()
+            if self._leaser_pid is not None and self._leaser_pid != pid:
+                self._streams = weakref.WeakSet()
+                self._default = None
+            self._leaser_obj = _Leaser(self._client, job["id"], worker, float(job["lease_timeout"]), self.name)
+            self._leaser_pid = pid
+        return self._leaser_obj
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.update(_leaser_obj=None, _leaser_pid=None, _streams=None, _default=None, _state_lock=None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._streams = weakref.WeakSet()
+        self._state_lock = threading.Lock()
+        _register(self)
+
+    # -- plain Python ---------------------------------------------------------
+
+    def items(self):
+        """Item strings, one at a time; each is completed when the next is asked for.
+
+        If the loop stops early (break, an exception), the item in hand is
+        given back as failed, so another attempt reads it.
+        """
+        stream = _Stream(self, lag=1)
+        try:
+            while True:
+                try:
+                    lease = stream.next()
+                except QueueExhausted:
+                    return
+                yield lease.item
+        except GeneratorExit:
+            stream.abort("the consumer stopped before finishing this item")
+            raise
+
+    @contextmanager
+    def lease(self):
+        """``with wq.lease() as item:`` completes the item on exit, fails it on an exception.
+
+        Raises QueueExhausted when every item has been taken.
+        """
+        stream = _Stream(self, lag=1)
+        stream.next()
+        try:
+            yield stream.open[-1].item
+        except BaseException as exc:
+            stream.abort(f"{type(exc).__name__}: {exc}")
+            raise
+        else:
+            stream.finish()
+
+    def watermarks(self) -> dict:
+        return self._client.watermarks(self.job["id"])
+
+    def close(self) -> None:
+        """Completes items still held by consumers that ended normally, and stops the heartbeat."""
+        for stream in list(self._streams):
+            if stream.done:
+                stream.finish()
+        if self._leaser_obj is not None and self._leaser_pid == os.getpid():
+            self._leaser_obj.stop()
+
+    # -- TensorFlow (imported only here) --------------------------------------
+
+    def take(self):
+        """The next item as a scalar ``tf.string`` (eager) or an op that takes one per run (graph)."""
+        from . import tf as tf_support
+
+        return tf_support.take(self)
+
+    def input_dataset(self):
+        """A ``tf.data.Dataset`` of scalar item strings (each completed when the next is read)."""
+        from . import tf as tf_support
+
+        return tf_support.input_dataset(self)
+
+    def input_producer(self):
+        """A local ``FIFOQueue(capacity=1)`` of works for ``reader.read_up_to``, fed by a QueueRunner."""
+        from . import tf as tf_support
+
+        return tf_support.input_producer(self)
+
+    def add_summary(self):
+        """Watermark scalars for TensorBoard (summary ops in graph mode; written now in eager mode)."""
+        from . import tf as tf_support
+
+        return tf_support.add_summary(self)
+
+    def _default_stream(self) -> _Stream:
+        if self._default is None or self._leaser_pid != os.getpid():
+            self._leaser()
+            self._default = _Stream(self, lag=1)
+        return self._default
+
+
+# -- process exit ---------------------------------------------------------------
+
+_queues: "weakref.WeakSet[WorkQueue]" = weakref.WeakSet()
+_crashed = False
+
+
+def _register(queue: WorkQueue) -> None:
+    _queues.add(queue)
+
+
+def _note_crash(hook):
+    def excepthook(*args):
+        global _crashed
+        _crashed = True
+        return hook(*args)
+
+    return excepthook
+
+
+sys.excepthook = _note_crash(sys.excepthook)
+
+
+@atexit.register
+def _close_queues():
+    # A normal exit means the readers finished: complete what they hold. After
+    # an uncaught exception the items are left to expire and be read again.
+    if _crashed:
+        return
+    for queue in list(_queues):
+        try:
+            queue.close()
+        except errors.ShardlineError as exc:
+            log.warning("work queue %s: could not complete held items at exit: %s", queue.name, exc)

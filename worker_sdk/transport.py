@@ -1,0 +1,114 @@
+"""HTTP transport: the only place that retries.
+
+Connection errors, timeouts, 5xx and 429 are retried with exponential backoff
+and full jitter (so a thousand workers do not hammer a restarting server in
+step), honouring ``Retry-After``, until ``retry_seconds`` have passed. Every
+other error is raised at once as the matching ``worker_sdk.errors`` class.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+
+import requests
+
+from . import errors
+
+log = logging.getLogger("worker_sdk.transport")
+
+RETRY_STATUSES = {429, 500, 502, 503, 504}
+
+
+class Transport:
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry_seconds: float | None = None,
+        backoff_base: float = 0.2,
+        backoff_max: float = 5.0,
+    ):
+        url = url or os.environ.get("SHARDLINE_URL")
+        if not url:
+            raise ValueError(
+                "no Shardline server: pass url=... or set SHARDLINE_URL (e.g. http://shardline.internal:8000)"
+            )
+        self.url = url.rstrip("/")
+        self.token = token if token is not None else os.environ.get("SHARDLINE_TOKEN")
+        self.timeout = timeout
+        self.retry_seconds = (
+            retry_seconds if retry_seconds is not None else float(os.environ.get("SHARDLINE_RETRY_SECONDS", "120"))
+        )
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self._session = None
+        self._pid = None
+
+    @property
+    def session(self) -> requests.Session:
+        # One pooled session per process: a forked child (a DataLoader worker)
+        # must not share its parent's sockets.
+        if self._session is None or self._pid != os.getpid():
+            session = requests.Session()
+            session.headers["User-Agent"] = "shardline-worker-sdk"
+            if self.token:
+                session.headers["Authorization"] = f"Token {self.token}"
+            self._session, self._pid = session, os.getpid()
+        return self._session
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_session"] = None
+        state["_pid"] = None
+        return state
+
+    def backoff(self, attempt: int) -> float:
+        return random.uniform(0, min(self.backoff_max, self.backoff_base * 2**attempt))
+
+    def request(self, method: str, path: str, *, json=None, params=None):
+        url = self.url + path
+        deadline = time.monotonic() + self.retry_seconds
+        attempt = 0
+        while True:
+            problem = None
+            try:
+                response = self.session.request(method, url, json=json, params=params, timeout=self.timeout)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                problem, wait = f"{type(exc).__name__}: {exc}", self.backoff(attempt)
+            else:
+                if response.status_code < 400:
+                    return response.json() if response.content else None
+                body = _json_body(response)
+                if response.status_code not in RETRY_STATUSES:
+                    raise errors.from_response(response.status_code, body)
+                problem = f"HTTP {response.status_code}: {body.get('message', '')}"
+                wait = max(self.backoff(attempt), _retry_after(response))
+            if time.monotonic() + wait > deadline:
+                raise errors.ConnectionError(
+                    f"gave up on {method} {url} after {attempt + 1} attempts over {self.retry_seconds:.0f}s "
+                    f"(SHARDLINE_RETRY_SECONDS): {problem}"
+                )
+            if attempt == 0:
+                log.warning("%s %s failed (%s); retrying", method, path, problem)
+            time.sleep(wait)
+            attempt += 1
+
+
+def _json_body(response) -> dict:
+    try:
+        body = response.json()
+    except ValueError:
+        return {"message": response.text[:200]}
+    return body if isinstance(body, dict) else {"message": str(body)[:200]}
+
+
+def _retry_after(response) -> float:
+    try:
+        return max(0.0, float(response.headers.get("Retry-After", 0)))
+    except ValueError:
+        return 0.0
