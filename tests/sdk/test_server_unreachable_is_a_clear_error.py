@@ -1,0 +1,19 @@
+import time
+
+import pytest
+
+from worker_sdk import ConnectionError as ShardlineConnectionError
+from worker_sdk import WorkQueue
+from tests.support import free_port
+
+
+def test_unreachable_server_raises_connection_error_after_retrying():
+    queue = WorkQueue(["a.csv"], url=f"http://127.0.0.1:{free_port()}", token="x", retry_seconds=1.5)
+    started = time.monotonic()
+    with pytest.raises(ShardlineConnectionError) as raised:
+        list(queue.items())
+    elapsed = time.monotonic() - started
+    message = str(raised.value)
+    assert "gave up on POST" in message and "attempts" in message and "SHARDLINE_RETRY_SECONDS" in message
+    assert 0.3 < elapsed < 5
+    assert isinstance(raised.value, ConnectionError)  # also the built-in class
