@@ -7,15 +7,14 @@ a training job do. Items are completed when their records are exhausted.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Callable, Iterable, Iterator
 
 from .queue import QueueExhausted, WorkQueue, default_worker_name
 
-if importlib.util.find_spec("torch") is None:
-    raise ImportError("worker_sdk.torch needs PyTorch: pip install torch")
-
-from torch.utils.data import IterableDataset, get_worker_info  # noqa: E402
+try:
+    from torch.utils.data import IterableDataset, get_worker_info
+except ImportError as exc:
+    raise ImportError(f"worker_sdk.torch needs PyTorch: pip install torch ({exc})") from exc
 
 
 class WorkQueueDataset(IterableDataset):

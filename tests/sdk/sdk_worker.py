@@ -1,0 +1,32 @@
+"""A worker process for the SDK tests: reads a queue's items, one per `--cost` seconds.
+
+Prints each item as it finishes it (flushed), so a test can see progress and
+kill the process mid-item.
+"""
+
+import argparse
+import sys
+import time
+
+from worker_sdk import WorkQueue
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--items", type=int, required=True)
+    parser.add_argument("--cost", type=float, default=0.0)
+    parser.add_argument("--name", default="sdk_workers")
+    parser.add_argument("--worker", required=True)
+    parser.add_argument("--lease-timeout", type=float, default=None)
+    args = parser.parse_args()
+    queue = WorkQueue([f"/items/{i:04d}" for i in range(args.items)], shuffle=False, name=args.name,
+                      worker=args.worker, lease_timeout=args.lease_timeout)
+    for item in queue.items():
+        print(f"start {item}", flush=True)
+        time.sleep(args.cost)
+        print(f"done {item}", flush=True)
+    print("finished", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
