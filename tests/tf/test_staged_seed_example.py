@@ -16,7 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # the two imported names), and tf.train.mark_target_node is left out.
 SEED_EXAMPLE = """
 import tensorflow as tf
-from worker_sdk.staging import staged, make_prefetch_hook
+from worker_sdk import make_prefetch_hook, staged
 tf = tf.compat.v1
 tf.disable_eager_execution()
 
