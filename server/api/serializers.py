@@ -181,6 +181,61 @@ class TakeSerializer(StrictSerializer):
         return value
 
 
+def parse_take(data) -> dict:
+    """TakeSerializer's rules as a plain function: the lease hot path.
+
+    A DRF serializer with a nested list costs about half a millisecond of CPU
+    per request, a third of the server's own work on a take. The serializer
+    stays the documented schema; tests hold the two to the same answers,
+    except that this takes JSON types as they are (no "3" for 3).
+    """
+    if not isinstance(data, dict):
+        raise serializers.ValidationError({"non_field_errors": ["expected a JSON object"]})
+    errors = {name: ["unknown field"] for name in sorted(set(data) - {"worker", "count", "complete"})}
+    worker = data.get("worker")
+    if not isinstance(worker, str) or not worker.strip():
+        errors["worker"] = ["a non-empty string is required"]
+    elif len(worker) > MAX_WORKER_LENGTH or "\x00" in worker:
+        errors["worker"] = [f"at most {MAX_WORKER_LENGTH} characters, without NUL"]
+    count = data.get("count", 1)
+    limit = settings.SHARDLINE_MAX_TAKE
+    if not _is_int(count) or not 1 <= count <= limit:
+        errors["count"] = [f"an integer from 1 to {limit} (SHARDLINE_MAX_TAKE)"]
+    complete = data.get("complete", [])
+    completions = []
+    if not isinstance(complete, list) or len(complete) > limit:
+        errors["complete"] = [f"a list of at most {limit} {{id, token, records}} objects"]
+    else:
+        for index, entry in enumerate(complete):
+            problem = _completion_problem(entry)
+            if problem:
+                errors.setdefault("complete", []).append(f"complete[{index}]: {problem}")
+            else:
+                completions.append({"id": entry["id"], "token": entry["token"], "records": entry.get("records")})
+    if errors:
+        raise serializers.ValidationError(errors)
+    return {"worker": worker.strip(), "count": count, "complete": completions}
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _completion_problem(entry) -> str | None:
+    if not isinstance(entry, dict):
+        return "expected an object"
+    unknown = set(entry) - {"id", "token", "records"}
+    if unknown:
+        return f"unknown field {sorted(unknown)[0]!r}"
+    for name in ("id", "token"):
+        if not _is_int(entry.get(name)) or not 1 <= entry[name] <= BIGINT_MAX:
+            return f"{name} must be a positive 64-bit integer"
+    records = entry.get("records")
+    if records is not None and (not _is_int(records) or not 0 <= records <= BIGINT_MAX):
+        return "records must be a non-negative 64-bit integer or null"
+    return None
+
+
 class LeaseSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     token = serializers.IntegerField()

@@ -120,7 +120,7 @@ class TakeView(APIView):
         summary="Lease the next items (and complete earlier ones in the same request)",
     )
     def post(self, request, job_id: int):
-        data = _validated(s.TakeSerializer, request.data).validated_data
+        data = s.parse_take(request.data)
         completions = [lease_service.Completion(c["id"], c["token"], c["records"]) for c in data["complete"]]
         result = lease_service.take(job_id, data["worker"], data["count"], completions)
         return Response(
