@@ -6,9 +6,9 @@ import tensorflow as tf
 from worker_sdk import staging
 from worker_sdk.staging import make_prefetch_hook, staged
 
-pytestmark = pytest.mark.tf
+from .graph_helpers import tf1
 
-tf1 = tf.compat.v1
+pytestmark = pytest.mark.tf
 
 
 def test_the_module_exports_exactly_the_public_api():

@@ -8,10 +8,10 @@ import tensorflow as tf
 
 from worker_sdk.staging import make_prefetch_hook, staged
 
+from .graph_helpers import RUN, tf1
+
 pytestmark = pytest.mark.tf
 
-tf1 = tf.compat.v1
-RUN = tf1.RunOptions(timeout_in_ms=20_000)
 # How long to watch for a production that must not happen.  It bounds a
 # negative check, so it cannot be replaced by waiting on a condition.
 QUIET_PERIOD_S = 0.5

@@ -5,22 +5,9 @@ import tensorflow as tf
 
 from worker_sdk.staging import make_prefetch_hook, staged
 
+from .graph_helpers import RUN, not_found_at, numbers, take_until_closed, tf1
+
 pytestmark = pytest.mark.tf
-
-tf1 = tf.compat.v1
-RUN = tf1.RunOptions(timeout_in_ms=20_000)
-
-
-def numbers(count):
-    return tf1.data.make_one_shot_iterator(tf.data.Dataset.range(count)).get_next()
-
-
-def not_found_at(x, bad_values):
-    """``x``, except that evaluating it raises NotFoundError for ``bad_values``."""
-    bad = tf.reduce_any(tf.equal(x, tf.constant(bad_values, x.dtype)))
-    ok = tf.cond(bad, lambda: tf.strings.length(tf.io.read_file("/nonexistent/shardline")) >= 0,
-                 lambda: tf.constant(True))
-    return x + tf.cast(ok, x.dtype) * 0
 
 
 def test_end_of_input_closes_the_buffer_after_the_consumer_drains_it():
@@ -46,10 +33,7 @@ def test_a_closed_exception_type_given_as_code_or_class_ends_the_stream(closed):
     with tf.Graph().as_default():
         staged_number = staged(not_found_at(numbers(10), [4]), closed_exception_types=(closed,))
         with tf1.train.MonitoredTrainingSession(hooks=[make_prefetch_hook()]) as sess:
-            taken = []
-            with pytest.raises(tf.errors.OutOfRangeError):
-                for _ in range(11):
-                    taken.append(int(sess.run(staged_number, options=RUN)))
+            taken = take_until_closed(sess, staged_number, limit=10)
 
     assert taken == [0, 1, 2, 3]
 
@@ -62,10 +46,7 @@ def test_the_buffer_stays_open_until_every_producer_thread_has_ended():
             not_found_at(numbers(60), [5]), num_threads=2, capacity=2,
             closed_exception_types=(tf.errors.NOT_FOUND, tf.errors.OUT_OF_RANGE))
         with tf1.train.MonitoredTrainingSession(hooks=[make_prefetch_hook()]) as sess:
-            taken = []
-            with pytest.raises(tf.errors.OutOfRangeError):
-                for _ in range(61):
-                    taken.append(int(sess.run(staged_number, options=RUN)))
+            taken = take_until_closed(sess, staged_number, limit=60)
 
     assert sorted(taken) == [n for n in range(60) if n != 5]
 

@@ -7,8 +7,6 @@ from worker_sdk.staging import staged
 
 pytestmark = pytest.mark.tf
 
-tf1 = tf.compat.v1
-
 
 @pytest.fixture
 def visible_gpu(monkeypatch):

@@ -8,14 +8,9 @@ import tensorflow as tf
 
 from worker_sdk.staging import staged
 
+from .graph_helpers import not_found_at
+
 pytestmark = pytest.mark.tf
-
-
-def not_found_at(x, bad_values):
-    bad = tf.reduce_any(tf.equal(x, tf.constant(bad_values, x.dtype)))
-    ok = tf.cond(bad, lambda: tf.strings.length(tf.io.read_file("/nonexistent/shardline")) >= 0,
-                 lambda: tf.constant(True))
-    return x + tf.cast(ok, x.dtype) * 0
 
 
 def numbers_failing_at(count, bad_values):

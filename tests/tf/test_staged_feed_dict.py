@@ -6,27 +6,16 @@ import tensorflow as tf
 
 from worker_sdk.staging import make_prefetch_hook, staged
 
+from .graph_helpers import RUN, numbers, run_hooked, tf1
+
 pytestmark = pytest.mark.tf
-
-tf1 = tf.compat.v1
-RUN = tf1.RunOptions(timeout_in_ms=20_000)
-
-
-def run_hooked(graph, fetches, steps):
-    hook = make_prefetch_hook()
-    with tf1.Session(graph=graph) as sess:
-        hook.after_create_session(sess, None)
-        try:
-            return [sess.run(fetches, options=RUN) for _ in range(steps)]
-        finally:
-            hook.end(sess)
 
 
 def test_a_placeholder_is_fed_a_fresh_value_for_every_element():
     graph = tf.Graph()
     with graph.as_default():
         step = tf1.placeholder(tf.int64, [], name="step")
-        source = tf1.data.make_one_shot_iterator(tf.data.Dataset.range(100)).get_next()
+        source = numbers(100)
         staged_value = staged(step * 10, feed_dict={step: source}, capacity=2)
 
     assert [int(v) for v in run_hooked(graph, staged_value, steps=5)] == [0, 10, 20, 30, 40]
@@ -36,7 +25,7 @@ def test_a_sparse_placeholder_is_fed_from_a_sparse_tensor():
     graph = tf.Graph()
     with graph.as_default():
         ids = tf1.sparse_placeholder(tf.int64, shape=[2, 4])
-        n = tf1.data.make_one_shot_iterator(tf.data.Dataset.range(100)).get_next()
+        n = numbers(100)
         source = tf.SparseTensor(indices=[[0, 0], [1, 3]], values=tf.stack([n, n + 1]),
                                  dense_shape=[2, 4])
         staged_sum = staged(tf.sparse.reduce_sum(ids), feed_dict={ids: source})
@@ -50,7 +39,7 @@ def test_the_end_of_the_fed_values_closes_the_stream():
     graph = tf.Graph()
     with graph.as_default():
         step = tf1.placeholder(tf.int64, [])
-        source = tf1.data.make_one_shot_iterator(tf.data.Dataset.range(3)).get_next()
+        source = numbers(3)
         staged_value = staged(step + 1, feed_dict={step: source})
     hook = make_prefetch_hook()
     with tf1.Session(graph=graph) as sess:

@@ -7,21 +7,9 @@ import tensorflow as tf
 
 from worker_sdk.staging import make_prefetch_hook, staged
 
+from .graph_helpers import RUN, not_found_at, numbers, take_until_closed, tf1
+
 pytestmark = pytest.mark.tf
-
-tf1 = tf.compat.v1
-RUN = tf1.RunOptions(timeout_in_ms=20_000)
-
-
-def numbers(count):
-    return tf1.data.make_one_shot_iterator(tf.data.Dataset.range(count)).get_next()
-
-
-def not_found_at(x, bad_values):
-    bad = tf.reduce_any(tf.equal(x, tf.constant(bad_values, x.dtype)))
-    ok = tf.cond(bad, lambda: tf.strings.length(tf.io.read_file("/nonexistent/shardline")) >= 0,
-                 lambda: tf.constant(True))
-    return x + tf.cast(ok, x.dtype) * 0
 
 
 @pytest.mark.parametrize("ignored", [tf.errors.NOT_FOUND, tf.errors.NotFoundError],
@@ -32,10 +20,7 @@ def test_ignored_errors_skip_their_elements_and_log_one_warning_line_each(ignore
         staged_number = staged(not_found_at(numbers(12), [2, 7]), capacity=2,
                                ignored_exception_types=(ignored,))
         with tf1.train.MonitoredTrainingSession(hooks=[make_prefetch_hook()]) as sess:
-            taken = []
-            with pytest.raises(tf.errors.OutOfRangeError):
-                for _ in range(13):
-                    taken.append(int(sess.run(staged_number, options=RUN)))
+            taken = take_until_closed(sess, staged_number, limit=12)
 
     assert taken == [0, 1, 3, 4, 5, 6, 8, 9, 10, 11]
     skipped = [r for r in caplog.records if "skipped an element" in r.getMessage()]

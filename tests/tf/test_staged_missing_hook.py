@@ -7,16 +7,13 @@ import tensorflow as tf
 
 from worker_sdk.staging import make_prefetch_hook, staged
 
+from .graph_helpers import numbers, tf1
+
 pytestmark = pytest.mark.tf
 
-tf1 = tf.compat.v1
 # Were the take to block, this turns the hang into DeadlineExceededError, which
 # the assertions below reject.
 RUN = tf1.RunOptions(timeout_in_ms=10_000)
-
-
-def numbers(count):
-    return tf1.data.make_one_shot_iterator(tf.data.Dataset.range(count)).get_next()
 
 
 def test_a_plain_session_without_the_hook_fails_on_the_first_take():

@@ -7,25 +7,9 @@ import tensorflow as tf
 
 from worker_sdk.staging import make_prefetch_hook, staged
 
+from .graph_helpers import RUN, numbers, take_until_closed, tf1
+
 pytestmark = pytest.mark.tf
-
-tf1 = tf.compat.v1
-# Bounds every take: a regression that blocks fails with DeadlineExceeded
-# instead of hanging the suite.
-RUN = tf1.RunOptions(timeout_in_ms=20_000)
-
-
-def numbers(count):
-    """Graph-mode source of 0..count-1 that then raises OutOfRangeError."""
-    return tf1.data.make_one_shot_iterator(tf.data.Dataset.range(count)).get_next()
-
-
-def take_until_closed(sess, tensor, limit):
-    taken = []
-    with pytest.raises(tf.errors.OutOfRangeError):
-        for _ in range(limit + 1):
-            taken.append(int(sess.run(tensor, options=RUN)))
-    return taken
 
 
 def test_one_producer_thread_keeps_the_order_of_the_input():

@@ -8,21 +8,9 @@ import tensorflow as tf
 
 from worker_sdk.staging import make_prefetch_hook, staged
 
+from .graph_helpers import RUN, not_found_at, numbers, tf1
+
 pytestmark = pytest.mark.tf
-
-tf1 = tf.compat.v1
-RUN = tf1.RunOptions(timeout_in_ms=20_000)
-
-
-def numbers(count):
-    return tf1.data.make_one_shot_iterator(tf.data.Dataset.range(count)).get_next()
-
-
-def not_found_at(x, bad_values):
-    bad = tf.reduce_any(tf.equal(x, tf.constant(bad_values, x.dtype)))
-    ok = tf.cond(bad, lambda: tf.strings.length(tf.io.read_file("/nonexistent/shardline")) >= 0,
-                 lambda: tf.constant(True))
-    return x + tf.cast(ok, x.dtype) * 0
 
 
 def hooked_session(graph):

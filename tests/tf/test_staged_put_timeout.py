@@ -8,10 +8,9 @@ import tensorflow as tf
 
 from worker_sdk.staging import make_prefetch_hook, staged
 
-pytestmark = pytest.mark.tf
+from .graph_helpers import RUN, numbers, tf1
 
-tf1 = tf.compat.v1
-RUN = tf1.RunOptions(timeout_in_ms=20_000)
+pytestmark = pytest.mark.tf
 
 
 class WarningSignal(logging.Handler):
@@ -44,7 +43,7 @@ def put_timeout_warnings():
 def test_a_put_blocked_past_the_timeout_warns_and_its_element_is_still_delivered(put_timeout_warnings):
     graph = tf.Graph()
     with graph.as_default():
-        source = tf1.data.make_one_shot_iterator(tf.data.Dataset.range(100)).get_next()
+        source = numbers(100)
         staged_number = staged(source, capacity=1, timeout_millis=100, name="slow_consumer")
     hook = make_prefetch_hook()
     with tf1.Session(graph=graph) as sess:
@@ -66,7 +65,7 @@ def test_a_put_blocked_past_the_timeout_warns_and_its_element_is_still_delivered
 def test_no_warning_while_puts_complete_within_the_timeout(put_timeout_warnings):
     graph = tf.Graph()
     with graph.as_default():
-        source = tf1.data.make_one_shot_iterator(tf.data.Dataset.range(30)).get_next()
+        source = numbers(30)
         staged_number = staged(source, capacity=4, timeout_millis=60_000)
     hook = make_prefetch_hook()
     with tf1.Session(graph=graph) as sess:

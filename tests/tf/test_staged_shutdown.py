@@ -8,15 +8,15 @@ import tensorflow as tf
 
 from worker_sdk.staging import make_prefetch_hook, staged
 
+from .graph_helpers import RUN, numbers, tf1
+
 pytestmark = pytest.mark.tf
 
-tf1 = tf.compat.v1
-RUN = tf1.RunOptions(timeout_in_ms=20_000)
 TIMEOUT_S = 30
 
 
 def endless_numbers():
-    return tf1.data.make_one_shot_iterator(tf.data.Dataset.range(10**9)).get_next()
+    return numbers(10**9)
 
 
 def producer_threads(stage_name):

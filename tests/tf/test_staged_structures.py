@@ -6,26 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from worker_sdk.staging import make_prefetch_hook, staged
+from worker_sdk.staging import staged
+
+from .graph_helpers import numbers, run_hooked
 
 pytestmark = pytest.mark.tf
-
-tf1 = tf.compat.v1
-RUN = tf1.RunOptions(timeout_in_ms=20_000)
-
-
-def numbers(count):
-    return tf1.data.make_one_shot_iterator(tf.data.Dataset.range(count)).get_next()
-
-
-def run_hooked(graph, fetches, steps):
-    hook = make_prefetch_hook()
-    with tf1.Session(graph=graph) as sess:
-        hook.after_create_session(sess, None)
-        try:
-            return [sess.run(fetches, options=RUN) for _ in range(steps)]
-        finally:
-            hook.end(sess)
 
 
 def test_a_dict_of_dense_and_sparse_features_round_trips_with_static_shapes():

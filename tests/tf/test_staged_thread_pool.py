@@ -7,10 +7,9 @@ import tensorflow as tf
 
 from worker_sdk.staging import make_prefetch_hook, staged
 
-pytestmark = pytest.mark.tf
+from .graph_helpers import RUN, numbers, tf1
 
-tf1 = tf.compat.v1
-RUN = tf1.RunOptions(timeout_in_ms=20_000)
+pytestmark = pytest.mark.tf
 
 
 def config_with_pools(*sizes):
@@ -33,7 +32,7 @@ def take(graph, tensor, steps, config):
 def test_producers_run_on_the_configured_inter_op_pool():
     graph = tf.Graph()
     with graph.as_default():
-        source = tf1.data.make_one_shot_iterator(tf.data.Dataset.range(10)).get_next()
+        source = numbers(10)
         staged_number = staged(source, use_stage_subgraph_thread_pool=True,
                                stage_subgraph_thread_pool_id=1)
 
@@ -43,7 +42,7 @@ def test_producers_run_on_the_configured_inter_op_pool():
 def test_a_pool_missing_from_the_session_config_is_reported_to_the_consumer():
     graph = tf.Graph()
     with graph.as_default():
-        source = tf1.data.make_one_shot_iterator(tf.data.Dataset.range(10)).get_next()
+        source = numbers(10)
         staged_number = staged(source, use_stage_subgraph_thread_pool=True,
                                stage_subgraph_thread_pool_id=3)
 
