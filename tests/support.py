@@ -83,7 +83,11 @@ class ServerProcess:
             except requests.RequestException:
                 return False
 
-        wait_until(healthy, timeout, 0.1, "the server to answer /healthz")
+        try:
+            wait_until(healthy, timeout, 0.1, "the server to answer /healthz")
+        except BaseException:
+            self.kill()  # never leave a half-started server behind
+            raise
         return self
 
     def kill(self) -> None:

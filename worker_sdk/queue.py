@@ -15,6 +15,7 @@ import collections
 import json
 import logging
 import os
+import random
 import re
 import socket
 import sys
@@ -184,7 +185,8 @@ class _Stream:
                 if not self.open:
                     self.queue._streams.discard(self)
                 raise QueueExhausted(exhausted_message(self.queue.name))
-            time.sleep(result["retry_after"] or 0.05)
+            # Jitter keeps the idle workers at the end of a job from polling in step.
+            time.sleep((result["retry_after"] or 0.05) * random.uniform(0.5, 1.0))
 
     def finish(self) -> None:
         """The consumer read everything it was given: complete what is open."""

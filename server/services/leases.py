@@ -23,7 +23,7 @@ log = logging.getLogger("shardline.leases")
 RETRY_PENDING_LOCKED = 0.05   # pending rows exist but concurrent takers hold them
 RETRY_MATERIALISING = 0.25    # another taker is creating the next epoch
 RETRY_PAUSED = 5.0
-RETRY_MAX = 5.0
+RETRY_MAX = 1.0    # waiting workers at the end of a job should see a failed or expired item soon
 
 
 @dataclass(frozen=True)
