@@ -6,7 +6,8 @@ Runs, in one process tree and one run so the ratios compare like with like:
   raw-sql       C processes, each a psycopg connection running take.sql with
                 the previous lease's completion (what one HTTP request runs)
   http-single   C processes, each POSTing /leases/ with count=1 and the previous
-                lease's completion piggybacked (one round trip per item)
+                lease's completion piggybacked (one round trip per item), over
+                a kept-alive http.client connection
   http-batch32  the same with count=32
   http-half     http-single paced at half of its measured peak, for latency
 Prints items/s, p50/p99 latency per round trip, and the ratios the targets
@@ -41,6 +42,14 @@ def percentile(values, q):
 
 
 def raw_sql_client(dsn: str, job: dict, seconds: float, start_at: float, out):
+    try:
+        _raw_sql_loop(dsn, job, seconds, start_at, out)
+    except Exception as exc:
+        out.put(exc)
+        raise
+
+
+def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
     import psycopg
 
     from server import sql
@@ -68,31 +77,45 @@ def raw_sql_client(dsn: str, job: dict, seconds: float, start_at: float, out):
 
 
 def http_client(base: str, key: str, job_id: int, count: int, seconds: float, start_at: float, pace: float | None, out):
-    import requests
+    # A lean load generator (http.client, one kept-alive connection): it
+    # shares the 2 CPUs with the server, so its own cost would count against
+    # the server's rate. The SDK's requests-based transport costs more per call.
+    import http.client
+    import json
+    from urllib.parse import urlsplit
 
-    session = requests.Session()
-    session.headers["Authorization"] = f"Token {key}"
-    url = f"{base}/api/v1/jobs/{job_id}/leases/"
-    latencies, items, held = [], 0, []
-    name = f"http-{os.getpid()}"
-    time.sleep(max(0, start_at - time.time()))
-    deadline = time.time() + seconds
-    next_at = time.perf_counter()
-    while time.time() < deadline:
-        if pace:
-            # Paced (open loop): requests leave on a schedule, so a slow
-            # response does not lower the offered load.
-            next_at += pace
-            delay = next_at - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-        began = time.perf_counter()
-        response = session.post(url, json={"worker": name, "count": count, "complete": held}, timeout=30)
-        latencies.append(time.perf_counter() - began)
-        body = response.json()
-        items += len(body["completed"])
-        held = [{"id": lease["id"], "token": lease["token"]} for lease in body["leases"]]
-    out.put((items, latencies))
+    try:
+        target = urlsplit(base)
+        connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+        headers = {"Authorization": f"Token {key}", "Content-Type": "application/json"}
+        path = f"/api/v1/jobs/{job_id}/leases/"
+        latencies, items, held = [], 0, []
+        name = f"http-{os.getpid()}"
+        time.sleep(max(0, start_at - time.time()))
+        deadline = time.time() + seconds
+        next_at = time.perf_counter()
+        while time.time() < deadline:
+            if pace:
+                # Paced (open loop): requests leave on a schedule, so a slow
+                # response does not lower the offered load.
+                next_at += pace
+                delay = next_at - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+            began = time.perf_counter()
+            connection.request("POST", path, json.dumps({"worker": name, "count": count, "complete": held}), headers)
+            response = connection.getresponse()
+            payload = response.read()
+            latencies.append(time.perf_counter() - began)
+            if response.status != 200:
+                raise RuntimeError(f"HTTP {response.status}: {payload[:300]!r}")
+            body = json.loads(payload)
+            items += len(body["completed"])
+            held = [{"id": lease["id"], "token": lease["token"]} for lease in body["leases"]]
+        out.put((items, latencies))
+    except Exception as exc:  # report, so the run stops instead of waiting for a result
+        out.put(exc)
+        raise
 
 
 def run_arm(target, args_for_client, clients, seconds):
@@ -105,6 +128,9 @@ def run_arm(target, args_for_client, clients, seconds):
     results = [queue.get(timeout=seconds + 120) for _ in processes]
     for process in processes:
         process.join(30)
+    failures = [r for r in results if isinstance(r, Exception)]
+    if failures:
+        raise RuntimeError(f"{len(failures)} client(s) failed; the first: {failures[0]!r}")
     items = sum(r[0] for r in results)
     latencies = [lat for r in results for lat in r[1]]
     return {
