@@ -87,18 +87,19 @@ class _Leaser:
         self._thread = threading.Thread(target=self._heartbeat, name=f"shardline-heartbeat-{name}", daemon=True)
         self._thread.start()
 
-    def take(self, complete: list[Lease]) -> dict:
+    def take(self, complete: list[Lease]) -> tuple[list[Lease], dict]:
+        """Completes ``complete`` and leases one item, in one request: (new leases, the server's answer)."""
         body = [{"id": lease.id, "token": lease.token} for lease in complete]
         result = self.client.take(self.job_id, self.worker, 1, body)
+        leases = [Lease(raw["id"], raw["token"], raw["item"], raw["epoch"], raw["position"]) for raw in result["leases"]]
         with self.lock:
             for lease in complete:
                 self.held.pop(lease.id, None)
-            for raw in result["leases"]:
-                lease = Lease(raw["id"], raw["token"], raw["item"], raw["epoch"], raw["position"])
+            for lease in leases:
                 self.held[lease.id] = lease
         for lease_id in result.get("lost", []):
             self._lost(lease_id, "its completion was refused")
-        return result
+        return leases, result
 
     def complete(self, leases: list[Lease]) -> None:
         for lease in leases:
@@ -171,12 +172,11 @@ class _Stream:
         while len(self.open) >= self.lag:
             finished.append(self.open.popleft())
         while True:
-            result = leaser.take(finished)
+            leases, result = leaser.take(finished)
             finished = []
-            if result["leases"]:
-                lease = leaser.held.get(result["leases"][0]["id"]) or Lease(**{k: result["leases"][0][k] for k in ("id", "token", "item", "epoch", "position")})
-                self.open.append(lease)
-                return lease
+            if leases:
+                self.open.append(leases[0])
+                return leases[0]
             # Only this process's own leases are left: nothing will come back
             # unless they fail, so this consumer is at its end (the leases it
             # still reads are completed when it finishes).

@@ -1,0 +1,81 @@
+"""The transport retries 5xx/429 (honouring Retry-After) and raises other errors at once."""
+
+import http.server
+import json
+import threading
+import time
+
+import pytest
+
+from worker_sdk import APIError, AuthError, LeaseLostError
+from worker_sdk.transport import Transport
+
+
+class Scripted(http.server.BaseHTTPRequestHandler):
+    """Answers each request with the next (status, headers, body) of the server's script."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        status, headers, body = self.server.script.pop(0)
+        self.server.times.append(time.monotonic())
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def scripted():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    server.script, server.times = [], []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+
+
+def transport(server, **kwargs):
+    return Transport(f"http://127.0.0.1:{server.server_address[1]}", "token", backoff_base=0.01, **kwargs)
+
+
+def test_503_and_429_are_retried_honouring_retry_after(scripted):
+    scripted.script = [
+        (503, {"Retry-After": "0.3"}, {"error": "unavailable", "message": "db restarting"}),
+        (429, {"Retry-After": "0.2"}, {"error": "throttled", "message": "slow down"}),
+        (200, {}, {"ok": True}),
+    ]
+    assert transport(scripted).request("POST", "/x", json={}) == {"ok": True}
+    gaps = [b - a for a, b in zip(scripted.times, scripted.times[1:])]
+    assert gaps[0] >= 0.3 and gaps[1] >= 0.2
+
+
+def test_client_errors_are_raised_at_once_as_their_class(scripted):
+    scripted.script = [
+        (409, {}, {"error": "lease_lost", "message": "lease 5 is not held"}),
+        (403, {}, {"error": "permission_denied", "message": "needs the worker role"}),
+        (400, {}, {"error": "invalid", "message": "invalid input: count", "fields": {"count": ["bad"]}}),
+    ]
+    client = transport(scripted)
+    with pytest.raises(LeaseLostError):
+        client.request("POST", "/x")
+    with pytest.raises(AuthError) as auth:
+        client.request("POST", "/x")
+    with pytest.raises(APIError) as invalid:
+        client.request("POST", "/x")
+    assert auth.value.status == 403 and invalid.value.body["fields"] == {"count": ["bad"]}
+    assert len(scripted.times) == 3  # one request each: nothing retried
+
+
+def test_retrying_stops_at_the_deadline_with_the_last_problem(scripted):
+    from worker_sdk import ConnectionError as ShardlineConnectionError
+
+    scripted.script = [(503, {"Retry-After": "0.2"}, {"message": "down"})] * 20
+    with pytest.raises(ShardlineConnectionError, match="HTTP 503: down"):
+        transport(scripted, retry_seconds=0.5).request("POST", "/x")
