@@ -55,6 +55,8 @@ class Job(models.Model):
     # The state a paused job resumes to.
     resume_state = models.CharField(max_length=16, choices=JobState.choices, blank=True, default="")
     error = models.TextField(blank=True, default="")
+    # While slicing: {"works_total", "works_inspected", "records_counted"}.
+    slicing_progress = models.JSONField(default=dict, blank=True)
     # Items per epoch (works, or slices once slicing is done).
     units_count = models.PositiveIntegerField(default=0)
     # Epochs [0, epochs_materialised) have item rows; later ones are created
@@ -82,6 +84,9 @@ class Unit(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, db_index=False)  # the primary key covers it
     idx = models.PositiveIntegerField()
     item = models.TextField()
+    # For a slice: the byte offset of its first record, so that a reader
+    # seeks straight to it (handed out with every lease of the slice).
+    offset = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "shardline_unit"

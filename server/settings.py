@@ -145,6 +145,31 @@ SHARDLINE_DEFAULT_MAX_ATTEMPTS = env_int("SHARDLINE_DEFAULT_MAX_ATTEMPTS", 3, mi
 SHARDLINE_MAX_TAKE = env_int("SHARDLINE_MAX_TAKE", 1000, minimum=1)
 SHARDLINE_TOKEN_CACHE_SECONDS = env_int("SHARDLINE_TOKEN_CACHE_SECONDS", 10, minimum=0)
 
+# Celery: Redis (or any kombu URL) in deployments; with none, a filesystem
+# broker beside the embedded database, so a single machine needs no server.
+_broker_folder = embedded_pg.home() / "broker"
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or "filesystem://"
+if CELERY_BROKER_URL == "filesystem://":
+    for _sub in ("queue", "processed"):
+        (_broker_folder / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_folder / "queue"),
+        "data_folder_out": str(_broker_folder / "queue"),
+        "data_folder_processed": str(_broker_folder / "processed"),
+        "store_processed": False,
+    }
+else:
+    # A task whose worker died unacknowledged is handed out again after this
+    # long (Redis and SQS brokers).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("SHARDLINE_CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1)}
+CELERY_TASK_DEFAULT_QUEUE = env_str("SHARDLINE_CELERY_QUEUE", "shardline")
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "server.api.auth.TokenAuthentication",

@@ -8,6 +8,9 @@ cannot see a test's open transaction).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -18,6 +21,26 @@ from server.models import Role
 from server.services import accounts
 
 from .support import Api, ServerProcess, database_url
+
+
+# One Celery queue per test session: server processes and Celery workers
+# started by the tests inherit it, so parallel runs never take each other's
+# tasks. Unacknowledged tasks of a killed worker come back after 3 s.
+os.environ["SHARDLINE_CELERY_QUEUE"] = f"shardline-test-{uuid.uuid4().hex[:8]}"
+os.environ.setdefault("SHARDLINE_CELERY_VISIBILITY_TIMEOUT", "3")
+
+
+def start_celery_worker(db_url: str, name: str) -> subprocess.Popen:
+    from .support import ROOT
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "server", "worker", "--pool", "solo", "--loglevel", "warning",
+         "--queues", os.environ["SHARDLINE_CELERY_QUEUE"], "--hostname", f"{name}-{uuid.uuid4().hex[:6]}@%h",
+         "--without-gossip", "--without-mingle"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": db_url, "LOG_LEVEL": "WARNING"},
+        start_new_session=True,
+    )
 
 
 def pytest_collection_modifyitems(items):
@@ -91,3 +114,15 @@ def live_server_url(test_database_url, live_keys):
 def live_api(live_server_url, live_keys):
     """``live_api(role)``: a requests-based client of the running server."""
     return lambda role="worker": Api(live_server_url, live_keys[role] if role else None)
+
+
+@pytest.fixture(scope="session")
+def celery_worker(test_database_url):
+    """A real Celery worker process (not eager mode) on this session's queue."""
+    worker = start_celery_worker(test_database_url, "test-worker")
+    yield worker
+    worker.terminate()
+    try:
+        worker.wait(20)
+    except subprocess.TimeoutExpired:
+        worker.kill()

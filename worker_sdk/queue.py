@@ -46,6 +46,7 @@ class Lease:
     item: str
     epoch: int
     position: int
+    offset: int | None = None  # a slice's first byte: readers seek straight to it
 
 
 def exhausted_message(name: str) -> str:
@@ -91,7 +92,10 @@ class _Leaser:
         """Completes ``complete`` and leases one item, in one request: (new leases, the server's answer)."""
         body = [{"id": lease.id, "token": lease.token} for lease in complete]
         result = self.client.take(self.job_id, self.worker, 1, body)
-        leases = [Lease(raw["id"], raw["token"], raw["item"], raw["epoch"], raw["position"]) for raw in result["leases"]]
+        leases = [
+            Lease(raw["id"], raw["token"], raw["item"], raw["epoch"], raw["position"], raw.get("offset"))
+            for raw in result["leases"]
+        ]
         with self.lock:
             for lease in complete:
                 self.held.pop(lease.id, None)
@@ -187,6 +191,18 @@ class _Stream:
                 raise QueueExhausted(exhausted_message(self.queue.name))
             # Jitter keeps the idle workers at the end of a job from polling in step.
             time.sleep((result["retry_after"] or 0.05) * random.uniform(0.5, 1.0))
+
+    def settle(self, lease: Lease, error: str | None = None) -> None:
+        """One lease is finished (or failed with ``error``), whatever its place in the stream."""
+        try:
+            self.open.remove(lease)
+        except ValueError:
+            return
+        leaser = self.queue._leaser()
+        if error is None:
+            leaser.complete([lease])
+        else:
+            leaser.fail([lease], error)
 
     def finish(self) -> None:
         """The consumer read everything it was given: complete what is open."""
@@ -414,6 +430,19 @@ class WorkQueue:
         from . import tf as tf_support
 
         return tf_support.input_dataset(self)
+
+    def dataset(self, reader=None, cycle_length=4, block_length=1, output_signature=None):
+        """Leased items' records, read ``cycle_length`` items at a time (parallel interleave).
+
+        ``reader(item, offset)`` returns an item's records (default
+        ``worker_sdk.readers.records``: lines or TFRecord records as bytes).
+        Each item is completed when its records are exhausted and failed if
+        its reader raises; several items are read at once, so one slow item
+        does not stall the stream.
+        """
+        from . import tf as tf_support
+
+        return tf_support.interleaved_dataset(self, reader, cycle_length, block_length, output_signature)
 
     def input_producer(self):
         """A local ``FIFOQueue(capacity=1)`` of works for ``reader.read_up_to``, fed by a QueueRunner."""

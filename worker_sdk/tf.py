@@ -126,3 +126,44 @@ def add_summary(queue: WorkQueue):
         value.set_shape([])
         tf.compat.v1.summary.scalar(f"{queue.name}/{name}", value)
     return None
+
+
+def interleaved_dataset(queue: WorkQueue, reader, cycle_length: int, block_length: int, output_signature):
+    from . import readers
+
+    reader = reader or readers.records
+    signature = output_signature or tf.TensorSpec(shape=[], dtype=tf.string)
+    open_leases = {}  # lease id -> (stream, lease), for the record generators
+
+    def leases():
+        # A stream that never completes on its own: each item is completed by
+        # its record generator when the item's records run out.
+        stream = _Stream(queue, lag=2**31)
+        while True:
+            try:
+                lease = stream.next()
+            except QueueExhausted:
+                return
+            open_leases[lease.id] = (stream, lease)
+            yield lease.id
+
+    def records_of(lease_id):
+        stream, lease = open_leases.pop(int(lease_id))
+        try:
+            yield from reader(lease.item, lease.offset)
+        except GeneratorExit:
+            stream.settle(lease, "the dataset was closed before this item was read")
+            raise
+        except Exception as exc:
+            stream.settle(lease, f"{type(exc).__name__}: {exc}")
+            raise
+        stream.settle(lease)
+
+    ids = tf.data.Dataset.from_generator(leases, output_signature=tf.TensorSpec(shape=[], dtype=tf.int64))
+    return ids.interleave(
+        lambda lease_id: tf.data.Dataset.from_generator(records_of, args=(lease_id,), output_signature=signature),
+        cycle_length=cycle_length,
+        block_length=block_length,
+        num_parallel_calls=cycle_length,
+        deterministic=False,
+    )

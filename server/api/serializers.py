@@ -114,6 +114,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "state", "works_count", "num_epochs", "shuffle", "seed", "prefix", "num_slices",
             "lease_timeout", "max_attempts", "spec_digest", "units_count", "epochs_materialised", "error",
+            "slicing_progress",
             "created_by", "created_at", "updated_at", "started_at", "finished_at",
         ]
         read_only_fields = fields
@@ -243,6 +244,7 @@ class LeaseSerializer(serializers.Serializer):
     epoch = serializers.IntegerField()
     position = serializers.IntegerField()
     expires_at = serializers.DateTimeField()
+    offset = serializers.IntegerField(allow_null=True, help_text="For a slice: byte offset of its first record.")
 
 
 class TakeResponseSerializer(serializers.Serializer):

@@ -133,6 +133,7 @@ class TakeView(APIView):
                         "epoch": lease.epoch,
                         "position": lease.position,
                         "expires_at": lease.expires_at,
+                        "offset": lease.offset,
                     }
                     for lease in result.leases
                 ],

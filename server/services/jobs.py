@@ -103,13 +103,24 @@ def create_or_attach(spec: JobSpec, user=None) -> tuple[Job, bool]:
             num_slices=spec.num_slices,
             lease_timeout=spec.lease_timeout,
             max_attempts=spec.max_attempts,
-            state=JobState.READY,
-            units_count=len(spec.works),
+            state=JobState.SLICING if spec.num_slices else JobState.READY,
+            units_count=0 if spec.num_slices else len(spec.works),
+            slicing_progress={"works_total": len(spec.works), "works_inspected": 0, "records_counted": 0} if spec.num_slices else {},
             created_by=user if user is not None and user.is_authenticated else None,
         )
+        # While slicing, the units are the works themselves; the slicing task
+        # replaces them with record ranges.
         _insert_units(job, [(spec.prefix or "") + work for work in spec.works])
-        materialise_epoch(job.id, 0)
-        Event.objects.create(job=job, kind=EventKind.CREATED, message=f"{len(spec.works)} items per epoch, {spec.num_epochs} epochs")
+        if spec.num_slices:
+            from .. import tasks
+
+            # After commit: the worker must find the job it is told about.
+            transaction.on_commit(lambda: tasks.slice_job.delay(job.id))
+            message = f"{len(spec.works)} works to slice into {spec.num_slices} items per epoch, {spec.num_epochs} epochs"
+        else:
+            materialise_epoch(job.id, 0)
+            message = f"{len(spec.works)} items per epoch, {spec.num_epochs} epochs"
+        Event.objects.create(job=job, kind=EventKind.CREATED, message=message)
         job.refresh_from_db()
     log.info("job created", extra={"event": "job_created", "job": job.id, "job_name": job.name, "count": job.units_count})
     return job, True

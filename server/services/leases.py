@@ -34,6 +34,7 @@ class Lease:
     epoch: int
     position: int
     expires_at: datetime
+    offset: int | None = None  # byte offset of a slice's first record
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ WITH req AS (
 )
 SELECT j.state, j.num_epochs, j.epochs_materialised, r.reclaimed,
        (SELECT coalesce(array_agg(id), '{}') FROM done) AS completed,
-       l.id, l.token, u.item, l.epoch, l.position, l.expires_at
+       l.id, l.token, u.item, l.epoch, l.position, l.expires_at, u."offset"
   FROM job AS j
  CROSS JOIN (SELECT count(*) FILTER (WHERE state = 'pending') AS reclaimed FROM reclaimed) AS r
   LEFT JOIN leased AS l ON true

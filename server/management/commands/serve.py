@@ -27,6 +27,11 @@ SAMPLE_FILES = 12
 SAMPLE_LINES = 500
 
 
+def _broker() -> str:
+    url = settings.CELERY_BROKER_URL
+    return "filesystem (no server needed)" if url == "filesystem://" else url.split("@")[-1]
+
+
 class Command(BaseCommand):
     help = "Migrate, create an admin and a sample job if missing, and serve the web app until Ctrl-C."
 
@@ -51,7 +56,13 @@ class Command(BaseCommand):
                 [sys.executable, "-m", "gunicorn", "server.wsgi", "--bind", f"{host}:{port}",
                  "--workers", str(workers), "--graceful-timeout", "10", "--log-level", "warning"],
                 env=env,
-            )
+            ),
+            # Slices tables and large files (jobs with num_slices).
+            subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "server", "worker", "--loglevel", "warning",
+                 "--concurrency", "1", "--hostname", f"shardline@{host}"],
+                env=env,
+            ),
         ]
         self._banner(host, port, login, sample)
         self._wait(children)
@@ -95,6 +106,7 @@ class Command(BaseCommand):
             f"  API docs (Swagger UI): {url}/api/docs/",
             f"  Django admin:          {url}/admin/",
             f"  health / metrics:      {url}/healthz  {url}/metrics",
+            f"  Celery worker:         broker {_broker()}",
             f"  database:              {'embedded Postgres in ' + str(embedded_pg.data_dir()) if settings.DATABASE_IS_EMBEDDED else 'DATABASE_URL'}",
         ]
         if login:

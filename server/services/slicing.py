@@ -1,0 +1,165 @@
+"""Slicing: turn a job's works into record-range items (``path?start=S&end=E``).
+
+Runs in a Celery task, off the request path. It is idempotent: only a job in
+``slicing`` is sliced, and the result (new units, epoch 0, state ``ready``)
+is written in one transaction, so a worker killed half-way leaves nothing
+behind and the redelivered task starts over cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from .. import sources
+from ..models import Event, EventKind, Job, JobState, Unit
+from . import jobs
+
+log = logging.getLogger("shardline.slicing")
+
+PROGRESS_EVERY = 1.0  # seconds between progress writes
+
+
+def allocate(records: list[int], budget: int) -> list[int]:
+    """Slices per work: proportional to records, at least 1 each, at most one per record, summing to budget when possible."""
+    total = sum(records)
+    budget = max(budget, len(records))
+    quotas = [budget * r / total for r in records]
+    counts = [max(1, min(r, math.floor(q))) for r, q in zip(records, quotas)]
+    short = budget - sum(counts)
+    if short > 0:
+        # Largest remainders first, skipping works that have a slice per record.
+        order = sorted(range(len(records)), key=lambda i: quotas[i] - counts[i], reverse=True)
+        while short > 0:
+            grew = False
+            for i in order:
+                if short == 0:
+                    break
+                if counts[i] < records[i]:
+                    counts[i] += 1
+                    short -= 1
+                    grew = True
+            if not grew:
+                break  # every work has a slice per record: fewer items than asked
+    elif short < 0:
+        order = sorted(range(len(records)), key=lambda i: counts[i] - quotas[i], reverse=True)
+        for i in order:
+            while short < 0 and counts[i] > 1 and counts[i] - quotas[i] > 0:
+                counts[i] -= 1
+                short += 1
+    return counts
+
+
+def bounds(records: int, slices: int) -> list[tuple[int, int]]:
+    """[S, E) ranges of one work; sizes differ by at most one."""
+    return [(j * records // slices, (j + 1) * records // slices) for j in range(slices)]
+
+
+class _Progress:
+    def __init__(self, job_id: int, works_total: int):
+        self.job_id = job_id
+        self.state = {"works_total": works_total, "works_inspected": 0, "records_counted": 0}
+        self.base = 0
+        self.last = 0.0
+
+    def records(self, counted_in_work: int) -> None:
+        self.state["records_counted"] = self.base + counted_in_work
+        self.flush()
+
+    def work_done(self, records: int) -> None:
+        self.base += records
+        self.state["records_counted"] = self.base
+        self.state["works_inspected"] += 1
+        self.flush()
+
+    def flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self.last >= PROGRESS_EVERY:
+            # Its own short statement, committed at once, so that the API and
+            # the dashboard show progress while the scan goes on.
+            Job.objects.filter(pk=self.job_id, state__in=(JobState.SLICING, JobState.PAUSED)).update(
+                slicing_progress=dict(self.state)
+            )
+            self.last = now
+
+
+def slice_job(job_id: int) -> str:
+    """Slices one job; returns what happened (for the task's log)."""
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None or not _slicing(job):
+        return f"job {job_id} is not waiting to be sliced"
+    raw_works = list(Unit.objects.filter(job_id=job_id).order_by("idx").values_list("item", flat=True))
+    try:
+        expanded = [w for work in raw_works for w in sources.expand(work)]
+        progress = _Progress(job_id, len(expanded))
+        for work in expanded:
+            sources.count(work, progress.records)
+            progress.work_done(work.records)
+        progress.flush(force=True)
+        units = plan(expanded, job.num_slices)
+        if not units:
+            raise sources.SourceError("every work is empty: there is nothing to hand out")
+    except sources.SourceError as exc:
+        _fail(job, str(exc))
+        return f"job {job_id} failed: {exc}"
+    return _install(job, units)
+
+
+def plan(works: list[sources.Work], num_slices: int) -> list[tuple[str, int | None]]:
+    """(item, byte offset) per unit, in the works' order."""
+    sliceable = [w for w in works if w.format is not None and w.records > 0]
+    others = len([w for w in works if w.format is None])
+    counts = dict(zip(map(id, sliceable), allocate([w.records for w in sliceable], num_slices - others))) if sliceable else {}
+    units: list[tuple[str, int | None]] = []
+    for work in works:
+        if work.format is None:
+            units.append((work.path, None))  # no known format: one item, as DeepRec does for files
+            continue
+        if work.records == 0:
+            continue
+        for start, end in bounds(work.records, counts[id(work)]):
+            units.append((f"{work.path}?start={start}&end={end}", sources.offset_of(work, start)))
+    return units
+
+
+def jobs_waiting() -> list[int]:
+    return list(Job.objects.filter(state=JobState.SLICING).values_list("pk", flat=True))
+
+
+def _slicing(job: Job) -> bool:
+    return job.state == JobState.SLICING or (job.state == JobState.PAUSED and job.resume_state == JobState.SLICING)
+
+
+def _install(job: Job, units: list[tuple[str, int | None]]) -> str:
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if not _slicing(job):
+            return f"job {job.pk} was sliced (or cancelled) meanwhile"
+        Unit.objects.filter(job_id=job.pk).delete()
+        with connection.cursor() as cursor:
+            with cursor.cursor.copy("COPY shardline_unit (job_id, idx, item, \"offset\") FROM STDIN") as copy:
+                for idx, (item, offset) in enumerate(units):
+                    copy.write_row((job.pk, idx, item, offset))
+        job.units_count = len(units)
+        if job.state == JobState.PAUSED:
+            job.resume_state = JobState.READY
+        else:
+            job.state = JobState.READY
+        job.save(update_fields=["units_count", "state", "resume_state", "updated_at"])
+        jobs.materialise_epoch(job.pk, 0)
+        Event.objects.create(job=job, kind=EventKind.STATE, message=f"sliced into {len(units)} items per epoch")
+    log.info("job sliced", extra={"event": "job_sliced", "job": job.pk, "job_name": job.name, "count": len(units)})
+    return f"job {job.pk} sliced into {len(units)} items"
+
+
+def _fail(job: Job, message: str) -> None:
+    updated = Job.objects.filter(pk=job.pk, state__in=(JobState.SLICING, JobState.PAUSED)).update(
+        state=JobState.FAILED, error=message, finished_at=timezone.now(), updated_at=timezone.now()
+    )
+    if updated:
+        Event.objects.create(job=job, kind=EventKind.STATE, message=f"slicing failed: {message}")
+        log.warning("slicing failed", extra={"event": "job_failed", "job": job.pk, "job_name": job.name, "reason": message})

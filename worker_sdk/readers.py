@@ -1,0 +1,178 @@
+"""Readers for items: a whole file, or a slice ``path?start=S&end=E`` of one.
+
+``records(item, offset=None)`` is a plain-Python iterator of the item's
+records; ``dataset(item, offset=None)`` the same as a ``tf.data.Dataset``.
+
+    lines     (.csv .tsv .txt .jsonl .ndjson .json)  bytes, without the line end
+    tfrecord  (.tfrecord .tfrecords)                 serialized records (bytes)
+    parquet   (.parquet .pq)                         rows as dicts (a dict of tensors in the dataset)
+
+A slice reader seeks to ``offset`` (the byte where record S starts; every
+lease of a slice carries it) and reads its E - S records, not the whole file.
+Without an offset it has to skip S records from the start. Local paths and
+``file://`` need nothing more; other URLs (``s3://``...) are opened with fsspec.
+A ``#format=NAME`` suffix on a work chooses the format explicitly.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+LINE_EXTENSIONS = (".csv", ".tsv", ".txt", ".jsonl", ".ndjson", ".json")
+PARQUET_EXTENSIONS = (".parquet", ".pq")
+TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords")
+
+
+@dataclass(frozen=True)
+class Slice:
+    path: str
+    start: int | None
+    end: int | None
+    format: str | None
+
+
+def parse(item: str, format: str | None = None) -> Slice:
+    path, start, end = item, None, None
+    if "?" in item:
+        base, _, query = item.rpartition("?")
+        params = parse_qs(query)
+        if "start" in params and "end" in params:
+            try:
+                start, end = int(params["start"][0]), int(params["end"][0])
+            except ValueError:
+                raise ValueError(f"malformed slice {item!r}: start and end must be integers") from None
+            if not 0 <= start <= end:
+                raise ValueError(f"malformed slice {item!r}: need 0 <= start <= end")
+            path = base
+    if "#format=" in path:
+        path, _, format = path.rpartition("#format=")
+    return Slice(path, start, end, format or _format_of(path))
+
+
+def _format_of(path: str) -> str:
+    lower = path.lower()
+    if lower.endswith(PARQUET_EXTENSIONS):
+        return "parquet"
+    if lower.endswith(TFRECORD_EXTENSIONS):
+        return "tfrecord"
+    return "lines"
+
+
+def _open(path: str):
+    """Opens a work for reading in binary mode (fsspec for URLs other than file://)."""
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    if "://" in path:
+        try:
+            import fsspec
+        except ImportError:
+            raise ImportError(f"reading {path} needs fsspec and its backend: pip install fsspec s3fs (or gcsfs...)") from None
+        return fsspec.open(path, "rb").open()
+    return open(path, "rb")
+
+
+def records(item: str, offset: int | None = None, format: str | None = None):
+    """The records of an item (see the module docstring for their types)."""
+    piece = parse(item, format)
+    if piece.format == "parquet":
+        yield from _parquet_rows(piece)
+        return
+    reader = _tfrecords if piece.format == "tfrecord" else _lines
+    with _open(piece.path) as handle:
+        if piece.start is None:
+            yield from reader(handle, None)
+            return
+        if offset is not None:
+            handle.seek(offset)
+            skip = 0
+        else:
+            skip = piece.start
+        produced = 0
+        for record in reader(handle, None):
+            if skip:
+                skip -= 1
+                continue
+            if produced == piece.end - piece.start:
+                return
+            produced += 1
+            yield record
+        if produced < piece.end - piece.start:
+            raise ValueError(f"{item}: the file ended after {produced} of the slice's {piece.end - piece.start} records")
+
+
+def _lines(handle, _limit):
+    for line in handle:
+        if line.endswith(b"\n"):
+            line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        yield line
+
+
+def _tfrecords(handle, _limit):
+    while True:
+        header = handle.read(12)
+        if not header:
+            return
+        if len(header) < 12:
+            raise ValueError("corrupt TFRecord: truncated header")
+        (length,) = struct.unpack("<Q", header[:8])
+        data = handle.read(length)
+        footer = handle.read(4)
+        if len(data) < length or len(footer) < 4:
+            raise ValueError("corrupt TFRecord: truncated record")
+        yield data
+
+
+def _parquet_rows(piece: Slice):
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError("reading Parquet needs pyarrow: pip install pyarrow") from None
+    with _open(piece.path) as handle:
+        parquet = pq.ParquetFile(handle)
+        start = piece.start or 0
+        end = piece.end if piece.end is not None else parquet.metadata.num_rows
+        first_row = 0
+        for group in range(parquet.num_row_groups):
+            rows = parquet.metadata.row_group(group).num_rows
+            # Only the row groups that overlap [start, end) are read.
+            if first_row + rows > start and first_row < end:
+                table = parquet.read_row_group(group)
+                low, high = max(start - first_row, 0), min(end - first_row, rows)
+                yield from table.slice(low, high - low).to_pylist()
+            first_row += rows
+            if first_row >= end:
+                break
+
+
+def dataset(item: str, offset: int | None = None, format: str | None = None):
+    """The item's records as a ``tf.data.Dataset`` (scalar strings, or a dict of tensors for Parquet)."""
+    from ._tf_import import require
+
+    tf = require("worker_sdk.readers.dataset")
+    piece = parse(item, format)
+    if piece.format != "parquet":
+        return tf.data.Dataset.from_generator(
+            lambda: records(item, offset, format), output_signature=tf.TensorSpec(shape=[], dtype=tf.string)
+        )
+    signature = _parquet_signature(piece, tf)
+    return tf.data.Dataset.from_generator(lambda: records(item, offset, format), output_signature=signature)
+
+
+def _parquet_signature(piece: Slice, tf):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with _open(piece.path) as handle:
+        schema = pq.ParquetFile(handle).schema_arrow
+    signature = {}
+    for field in schema:
+        if pa.types.is_integer(field.type) or pa.types.is_boolean(field.type):
+            dtype = tf.int64
+        elif pa.types.is_floating(field.type):
+            dtype = tf.float64
+        else:
+            dtype = tf.string
+        signature[field.name] = tf.TensorSpec(shape=[], dtype=dtype)
+    return signature
