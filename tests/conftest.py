@@ -48,7 +48,7 @@ def pytest_collection_modifyitems(items):
     # a test that only talks to a server process needs it too. Its own
     # transaction stays empty: everything it checks goes through the server.
     for item in items:
-        if "live_server_url" in getattr(item, "fixturenames", ()):
+        if {"live_server_url", "test_database_url", "live_keys"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.django_db)
 
 

@@ -8,6 +8,7 @@ behind and the redelivered task starts over cleanly.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import time
@@ -46,11 +47,16 @@ def allocate(records: list[int], budget: int) -> list[int]:
             if not grew:
                 break  # every work has a slice per record: fewer items than asked
     elif short < 0:
-        order = sorted(range(len(records)), key=lambda i: counts[i] - quotas[i], reverse=True)
-        for i in order:
-            while short < 0 and counts[i] > 1 and counts[i] - quotas[i] > 0:
-                counts[i] -= 1
-                short += 1
+        # The floor of 1 per work overshot: take slices back from the works
+        # furthest above their quota, never below one each.
+        heap = [(quotas[i] - counts[i], i) for i in range(len(records)) if counts[i] > 1]
+        heapq.heapify(heap)
+        while short < 0 and heap:
+            _, i = heapq.heappop(heap)
+            counts[i] -= 1
+            short += 1
+            if counts[i] > 1:
+                heapq.heappush(heap, (quotas[i] - counts[i], i))
     return counts
 
 
