@@ -194,3 +194,29 @@ def mark_done(job_id: int) -> None:
     if Job.objects.filter(pk=job_id, state__in=ACTIVE_STATES).update(state=JobState.DONE, finished_at=timezone.now()):
         Event.objects.create(job_id=job_id, kind=EventKind.STATE, message="running -> done (every item done or failed)")
         log.info("job done", extra={"event": "job_state", "job": job_id, "previous": "running", "state": "done"})
+
+
+def finish_if_done(job_id: int) -> bool:
+    """Marks the job done if nothing is left to hand out or to finish (after a standalone complete or fail).
+
+    One guarded statement, read from the partial indexes: a take that finds
+    the job exhausted does the same through mark_done.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE shardline_job AS j
+               SET state = 'done', finished_at = now(), updated_at = now()
+             WHERE j.id = %(job)s AND j.state IN ('ready', 'running')
+               AND j.epochs_materialised = j.num_epochs
+               AND NOT EXISTS (SELECT 1 FROM shardline_item WHERE job_id = %(job)s AND state = 'pending')
+               AND NOT EXISTS (SELECT 1 FROM shardline_item WHERE job_id = %(job)s AND state = 'leased')
+            RETURNING j.id
+            """,
+            {"job": job_id},
+        )
+        finished = cursor.fetchone() is not None
+    if finished:
+        Event.objects.create(job_id=job_id, kind=EventKind.STATE, message="running -> done (every item done or failed)")
+        log.info("job done", extra={"event": "job_state", "job": job_id, "previous": "running", "state": "done"})
+    return finished

@@ -179,21 +179,25 @@ def _lost(completions, completed: list[int]) -> list[int]:
     return lost
 
 
-def _complete(completions) -> tuple[list[int], list[int]]:
+def _complete(completions) -> tuple[list[int], list[int], set[int]]:
+    """(completed ids, lost ids, jobs whose items were completed)."""
     with connection.cursor() as cursor:
         cursor.execute(
             sql.statement("complete"),
             {"ids": [c.id for c in completions], "tokens": [c.token for c in completions], "records": [c.records for c in completions]},
         )
-        completed = [row[0] for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    completed = [row[0] for row in rows]
     lost = _lost(completions, completed)
     metrics.LEASE_ITEMS.labels("complete").inc(len(completed))
-    return completed, lost
+    return completed, lost, {row[1] for row in rows}
 
 
 def complete(lease_id: int, token: int, records: int | None = None) -> None:
     with metrics.timed("complete"):
-        _completed, lost = _complete([Completion(lease_id, token, records)])
+        completed, lost, job_ids = _complete([Completion(lease_id, token, records)])
+        for job_id in job_ids:
+            jobs.finish_if_done(job_id)
     if lost:
         raise LeaseLost(f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours")
 
@@ -208,6 +212,8 @@ def fail(lease_id: int, token: int, error: str) -> dict:
         log.warning("failure refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "fail"})
         raise LeaseLost(f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours")
     _id, job_id, state, attempts, max_attempts = row
+    if state == "failed":
+        jobs.finish_if_done(job_id)
     log.info("item failed", extra={"event": "item_failed", "job": job_id, "item": lease_id, "state": state, "count": attempts})
     return {"id": lease_id, "state": state, "attempts": attempts, "max_attempts": max_attempts}
 

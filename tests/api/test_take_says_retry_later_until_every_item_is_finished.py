@@ -40,3 +40,16 @@ def test_take_validates_its_input(worker_client, job_name, settings):
         response = worker_client.post(f"/api/v1/jobs/{job['id']}/leases/", body, format="json")
         assert response.status_code == 400, body
     assert worker_client.get(f"/api/v1/jobs/{job['id']}/watermarks/").json()["leased"] == 0
+
+
+def test_completing_the_last_item_on_its_own_finishes_the_job(worker_client, job_name):
+    job = create_job(worker_client, job_name, ["/a", "/b"])
+    a, b = take(worker_client, job["id"], count=2)["leases"]
+    assert worker_client.post(f"/api/v1/leases/{a['id']}/complete/", {"token": a["token"]}, format="json").status_code == 200
+    assert worker_client.get(f"/api/v1/jobs/{job['id']}/").json()["state"] == "running"
+    fail = worker_client.post(f"/api/v1/leases/{b['id']}/fail/", {"token": b["token"], "error": "x"}, format="json")
+    assert fail.status_code == 200
+    assert worker_client.get(f"/api/v1/jobs/{job['id']}/").json()["state"] == "running"  # b is back to pending
+    again = take(worker_client, job["id"])["leases"][0]
+    worker_client.post(f"/api/v1/leases/{again['id']}/complete/", {"token": again["token"]}, format="json")
+    assert worker_client.get(f"/api/v1/jobs/{job['id']}/").json()["state"] == "done"

@@ -2,6 +2,7 @@ import time
 
 import pytest
 
+from ..sdk.conftest import sdk_env  # noqa: F401  (the SDK tests' environment fixture)
 from ..support import wait_until
 
 

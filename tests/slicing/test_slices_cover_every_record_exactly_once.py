@@ -3,6 +3,8 @@
 from collections import Counter, defaultdict
 from urllib.parse import parse_qs
 
+import pytest
+
 from worker_sdk import readers
 
 from .conftest import drain
@@ -32,6 +34,7 @@ def ranges_by_file(leases):
     return ranges
 
 
+@pytest.mark.smoke
 def test_mixed_formats_are_sliced_without_gaps_or_overlaps(make_job, live_api, tmp_path):
     works = [
         write_csv(tmp_path / "big.csv", 1000),
