@@ -14,7 +14,9 @@ def load_compose():
 def test_compose_defines_postgres_migrate_and_web():
     compose = load_compose()
     services = compose["services"]
-    assert {"postgres", "migrate", "web"} <= set(services)
+    assert {"postgres", "redis", "migrate", "web", "worker"} <= set(services)
+    assert services["worker"]["command"][:4] == ["celery", "-A", "server", "worker"]
+    assert services["worker"]["environment"]["CELERY_BROKER_URL"] == "redis://redis:6379/0"
     web = services["web"]
     assert web["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert web["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
@@ -22,7 +24,7 @@ def test_compose_defines_postgres_migrate_and_web():
     assert "healthz" in " ".join(web["healthcheck"]["test"])
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
     assert services["postgres"]["volumes"] == ["pgdata:/var/lib/postgresql/data"]
-    assert "pgdata" in compose["volumes"]
+    assert {"pgdata", "redisdata"} <= set(compose["volumes"])
 
 
 def test_compose_points_the_app_at_its_postgres_and_env_file():
