@@ -71,6 +71,10 @@ def main():
     parser.add_argument("--dir", default="/tmp/shardline-bench")
     args = parser.parse_args()
 
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "server.settings")
+    import django
+
+    django.setup()
     from server import sources
     from server.services.slicing import plan
     from worker_sdk import readers
