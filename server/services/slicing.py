@@ -127,8 +127,9 @@ def plan(works: list[sources.Work], num_slices: int) -> list[tuple[str, int | No
             continue
         if work.records == 0:
             continue
-        for start, end in bounds(work.records, counts[id(work)]):
-            units.append((f"{work.path}?start={start}&end={end}", sources.offset_of(work, start)))
+        spans = bounds(work.records, counts[id(work)])
+        offsets = sources.offsets_of(work, [start for start, _end in spans])
+        units += [(f"{work.path}?start={start}&end={end}", offset) for (start, end), offset in zip(spans, offsets)]
     return units
 
 
