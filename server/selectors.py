@@ -6,9 +6,10 @@ counting item rows, so they cost the same on a job of a million items.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import connection
+from django.db.models import F
 from django.utils import timezone
 
 from .models import FINAL_STATES, Item, Job, Worker
@@ -177,3 +178,119 @@ def job_totals_for_metrics() -> list[dict]:
             }
         )
     return result
+
+
+# -- dashboard -----------------------------------------------------------------
+
+
+def job_summaries(jobs: list[Job]) -> dict[int, dict]:
+    """Totals, recent rate and live workers for a page of jobs, in three queries whatever the page size."""
+    ids = [job.id for job in jobs]
+    if not ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT job_id, sum(pending), sum(leased), sum(done), sum(failed)
+              FROM shardline_counter WHERE job_id = ANY(%s) GROUP BY job_id
+            """,
+            [ids],
+        )
+        counts = {row[0]: [int(v) for v in row[1:]] for row in cursor.fetchall()}
+        cursor.execute(
+            """
+            SELECT job_id, count(*) FROM shardline_item
+             WHERE job_id = ANY(%s) AND completed_at > now() - interval '1 minute'
+             GROUP BY job_id
+            """,
+            [ids],
+        )
+        per_minute = dict(cursor.fetchall())
+        cursor.execute(
+            """
+            SELECT w.job_id, count(*) FROM shardline_worker AS w JOIN shardline_job AS j ON j.id = w.job_id
+             WHERE w.job_id = ANY(%s)
+               AND w.last_seen > now() - greatest(2 * j.lease_timeout, 30) * interval '1 second'
+             GROUP BY w.job_id
+            """,
+            [ids],
+        )
+        live = dict(cursor.fetchall())
+    summaries = {}
+    for job in jobs:
+        pending, leased, done, failed = counts.get(job.id, [0, 0, 0, 0])
+        pending += job.units_count * (job.num_epochs - job.epochs_materialised)
+        total = job.units_count * job.num_epochs
+        rate = per_minute.get(job.id, 0)
+        remaining = pending + leased
+        summaries[job.id] = {
+            "total": total,
+            "pending": pending,
+            "leased": leased,
+            "done": done,
+            "failed": failed,
+            "per_minute": rate,
+            "eta_seconds": (remaining / rate * 60) if rate and remaining and job.state not in FINAL_STATES else None,
+            "live_workers": live.get(job.id, 0),
+        }
+    return summaries
+
+
+def throughput(job: Job, minutes: int = 30) -> list[tuple[datetime, int]]:
+    """Completions per minute over the last ``minutes`` minutes (zeros included), oldest first."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT minute, coalesce(n, 0)
+              FROM generate_series(date_trunc('minute', now()) - (%(m)s - 1) * interval '1 minute',
+                                   date_trunc('minute', now()), interval '1 minute') AS minute
+              LEFT JOIN (SELECT date_trunc('minute', completed_at) AS m, count(*) AS n
+                           FROM shardline_item
+                          WHERE job_id = %(job)s AND completed_at >= date_trunc('minute', now()) - (%(m)s - 1) * interval '1 minute'
+                          GROUP BY 1) AS c ON c.m = minute
+             ORDER BY minute
+            """,
+            {"job": job.id, "m": minutes},
+        )
+        return cursor.fetchall()
+
+
+def workers_with_health(job: Job) -> list[dict]:
+    """Workers of a job, with a straggler mark (mean item time over 2x the median) and a gone mark."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now()")
+        now = cursor.fetchone()[0]
+    rows = list(Worker.objects.filter(job=job).order_by("name"))
+    means = sorted(w.mean_item_seconds for w in rows if w.mean_item_seconds is not None)
+    median = means[len(means) // 2] if len(means) % 2 else (sum(means[len(means) // 2 - 1:len(means) // 2 + 1]) / 2 if means else None)
+    gone_after = timedelta(seconds=max(2 * job.lease_timeout, 30))
+    return [
+        {
+            "name": w.name,
+            "items_done": w.items_done,
+            "items_failed": w.items_failed,
+            "mean_item_seconds": w.mean_item_seconds,
+            "last_seen": w.last_seen,
+            "straggler": bool(median and w.mean_item_seconds is not None and len(means) > 1 and w.mean_item_seconds > 2 * median),
+            "gone": now - w.last_seen > gone_after,
+        }
+        for w in rows
+    ]
+
+
+def recent_failures(job: Job, limit: int = 10):
+    from .models import Event
+
+    return Event.objects.filter(job=job, kind__in=["failed", "retried", "expired"]).order_by("-at", "-id")[:limit]
+
+
+def audit_page(job: Job, *, state=None, epoch=None, worker=None, page: int = 1, page_size: int = 50):
+    """One page of audit rows, most recently completed first; (rows, has_next). No count over the job."""
+    query = items(job, state=state, epoch=epoch, worker=worker)
+    if state in ("pending", "leased"):
+        query = query.order_by("epoch", "position")
+    else:
+        query = query.order_by(F("completed_at").desc(nulls_last=True), "-id")
+    start = (page - 1) * page_size
+    rows = list(query[start:start + page_size + 1])
+    return rows[:page_size], len(rows) > page_size

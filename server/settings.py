@@ -46,7 +46,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "server.apps.ShardlineConfig",
-    "dashboard",
+    "dashboard.apps.DashboardConfig",
 ]
 
 MIDDLEWARE = [
@@ -125,6 +125,7 @@ warnings.filterwarnings("ignore", message="No directory at")
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # Security defaults for a deployment; DEBUG relaxes the cookie flags so that
 # plain-HTTP development works.
@@ -150,13 +151,15 @@ SHARDLINE_TOKEN_CACHE_SECONDS = env_int("SHARDLINE_TOKEN_CACHE_SECONDS", 10, min
 _broker_folder = embedded_pg.home() / "broker"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or "filesystem://"
 if CELERY_BROKER_URL == "filesystem://":
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (_broker_folder / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_folder / "queue"),
         "data_folder_out": str(_broker_folder / "queue"),
         "data_folder_processed": str(_broker_folder / "processed"),
         "store_processed": False,
+        # Remote-control mailboxes too (kombu's default is ./control).
+        "control_folder": str(_broker_folder / "control"),
     }
 else:
     # A task whose worker died unacknowledged is handed out again after this

@@ -1,6 +1,6 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from . import views
@@ -12,5 +12,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("metrics", views.prometheus, name="metrics"),
     path("admin/", admin.site.urls),
-    path("", RedirectView.as_view(url="/api/docs/", permanent=False)),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("dashboard.urls")),
 ]

@@ -1,0 +1,47 @@
+"""The create-job form. Validation is the API's (JobCreateSerializer), so the
+dashboard and the REST API accept and refuse exactly the same jobs."""
+
+from django import forms
+from django.conf import settings
+
+from server.api.serializers import JobCreateSerializer
+
+
+class JobForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="Letters, digits, '.', '_' and '-'.")
+    works = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
+        help_text="One per line: files, directories or globs (e.g. /data/day=*/part-*.csv).",
+    )
+    num_epochs = forms.IntegerField(label="Epochs", initial=1, min_value=1)
+    shuffle = forms.BooleanField(required=False, initial=True)
+    seed = forms.IntegerField(required=False, help_text="Empty: the server draws one.")
+    prefix = forms.CharField(required=False, strip=False, help_text="Joined to the front of every work.")
+    num_slices = forms.IntegerField(label="Slices", required=False, help_text="Split tables and large files into this many items per epoch.")
+    lease_timeout = forms.FloatField(label="Lease timeout (s)", required=False, initial=None)
+    max_attempts = forms.IntegerField(label="Max attempts", required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["lease_timeout"].widget.attrs["placeholder"] = str(settings.SHARDLINE_DEFAULT_LEASE_TIMEOUT)
+        self.fields["max_attempts"].widget.attrs["placeholder"] = str(settings.SHARDLINE_DEFAULT_MAX_ATTEMPTS)
+        self.spec = None
+
+    def clean(self):
+        data = super().clean()
+        # Fields Django already refused keep their message; the API's rules
+        # judge the rest, so every wrong field is reported in one round.
+        body = {key: value for key, value in data.items() if value not in (None, "") or key == "shuffle"}
+        if "works" in data:
+            body["works"] = [line for line in data["works"].splitlines() if line.strip()]
+        serializer = JobCreateSerializer(data=body)
+        if not serializer.is_valid():
+            for field, messages in serializer.errors.items():
+                if field in self.errors:
+                    continue
+                target = field if field in self.fields else None
+                for message in messages if isinstance(messages, list) else [messages]:
+                    self.add_error(target, str(message))
+        elif not self.errors:
+            self.spec = serializer.to_spec()
+        return data

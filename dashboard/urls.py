@@ -1,0 +1,15 @@
+from django.urls import path
+
+from . import views
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", views.jobs_list, name="jobs"),
+    path("jobs/table/", views.jobs_table, name="jobs-table"),
+    path("jobs/new/", views.job_create, name="job-create"),
+    path("jobs/<int:job_id>/", views.job_detail, name="job"),
+    path("jobs/<int:job_id>/live/", views.job_live, name="job-live"),
+    path("jobs/<int:job_id>/actions/<str:action>/", views.job_action, name="job-action"),
+    path("jobs/<int:job_id>/audit/", views.audit, name="audit"),
+]
