@@ -104,10 +104,29 @@ def live_keys(django_db_setup, django_db_blocker) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def live_server_url(test_database_url, live_keys):
+def live_server_url(test_database_url, live_keys, django_db_blocker):
     server = ServerProcess(test_database_url).start()
     yield server.url
     server.stop()
+    wait_for_other_sessions_to_close(django_db_blocker)
+
+
+def wait_for_other_sessions_to_close(django_db_blocker) -> None:
+    """Lets the test database be dropped: the server's backends end a moment
+    after its processes, and a connection that a test opened in another
+    context (Playwright runs tests inside its own greenlet) stays idle. Both
+    are sessions of this test run on its own test database."""
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+        finally:
+            connection.close()
 
 
 @pytest.fixture

@@ -1,0 +1,165 @@
+"""The dashboard in a real headless Chromium (Debian's package), driven by Playwright.
+
+Screenshots of every page land in test-artifacts/ (git-ignored).
+"""
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT, wait_until
+
+CHROMIUM = "/usr/bin/chromium"
+# Playwright's sync API keeps an event loop running in this thread; Django's
+# guard would then refuse the test database's own set-up and tear-down calls.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+ARTIFACTS = ROOT / "test-artifacts"
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(
+        f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium; .ci/run installs it)",
+        allow_module_level=True,
+    )
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="browser tests need the playwright package (make venv installs it)")
+
+
+@pytest.fixture(scope="module")
+def accounts(django_db_setup, django_db_blocker):
+    from server.services import accounts as service
+
+    users = {}
+    with django_db_blocker.unblock():
+        for role in ("admin", "viewer"):
+            user, _ = service.ensure_user(f"browser-{role}-{uuid.uuid4().hex[:6]}", role)
+            user.set_password("correct horse battery")
+            user.save()
+            users[role] = user.get_username()
+        from django.db import connections
+
+        # This connection would otherwise outlive the test database's tear-down.
+        connections.close_all()
+    return users
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page_for(chromium, live_server_url, accounts):
+    contexts = []
+
+    def log_in(role):
+        context = chromium.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+        contexts.append(context)
+        page = context.new_page()
+        page.goto(f"{live_server_url}/")
+        assert "/accounts/login/" in page.url
+        page.get_by_label("User name").fill(accounts[role])
+        page.get_by_label("Password").fill("correct horse battery")
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(f"{live_server_url}/")
+        return page
+
+    yield log_in
+    for context in contexts:
+        context.close()
+
+
+def shot(page, name):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def start_sdk_worker(live_server_url, key, name, works, worker, cost):
+    code = (
+        "import sys, time; from worker_sdk import WorkQueue\n"
+        f"q = WorkQueue({works!r}, name={name!r}, worker={worker!r})\n"
+        f"for item in q.items(): time.sleep({cost})\n"
+    )
+    env = {**os.environ, "SHARDLINE_URL": live_server_url, "SHARDLINE_TOKEN": key, "PYTHONPATH": str(ROOT)}
+    env.pop("SHARDLINE_RUN", None)
+    return subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT)
+
+
+def done_count(page) -> int:
+    text = page.locator(".progress-text").first.inner_text()
+    return int(re.match(r"(\d+) / \d+ done", text).group(1))
+
+
+def test_create_a_job_watch_it_progress_and_audit_it(page_for, live_server_url, live_keys):
+    page = page_for("admin")
+    shot(page, "01-jobs-list")
+    page.get_by_role("link", name="New job").click()
+    name = f"browser-{uuid.uuid4().hex[:6]}"
+    works = [f"/data/part-{i:02d}.csv" for i in range(12)]
+    page.get_by_label("Name").fill(name)
+    page.get_by_label("Works").fill("\n".join(works))
+    page.get_by_label("Lease timeout (s)").fill("30")
+    shot(page, "02-create-form")
+    page.get_by_role("button", name="Create job").click()
+    page.wait_for_url(re.compile(r".*/jobs/\d+/$"))
+    assert page.get_by_role("heading", name=re.compile(name)).is_visible()
+    assert done_count(page) == 0
+    shot(page, "03-job-page-new")
+
+    fast = start_sdk_worker(live_server_url, live_keys["worker"], name, works, "fast-worker", 0.4)
+    slow = start_sdk_worker(live_server_url, live_keys["worker"], name, works, "slow-worker", 1.5)
+    try:
+        # The page refreshes its live part by itself: no reload here.
+        wait_until(lambda: done_count(page) >= 3, 30, 0.25, "the progress bar to move")
+        assert "fast-worker" in page.locator("section", has=page.get_by_role("heading", name="Workers")).inner_text()
+        shot(page, "04-job-page-progress")
+        fast.wait(60)
+        slow.wait(60)
+    finally:
+        for worker in (fast, slow):
+            if worker.poll() is None:
+                worker.kill()
+    wait_until(lambda: done_count(page) == 12, 15, 0.25, "every item to show as done")
+    shot(page, "05-job-page-done")
+
+    page.get_by_role("link", name="Audit").click()
+    page.get_by_label("Worker").fill("slow-worker")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r".*worker=slow-worker.*"))
+    workers_shown = set(page.locator("table.audit tbody tr td:nth-child(6)").all_inner_texts())
+    assert workers_shown == {"slow-worker"}
+    shot(page, "06-audit-filtered")
+
+    with page.expect_download() as download_info:
+        page.get_by_role("link", name="Download CSV").click()
+    content = Path(download_info.value.path()).read_text().splitlines()
+    assert content[0].startswith("id,item,epoch")
+    assert len(content) - 1 == len(page.locator("table.audit tbody tr").all()) or len(content) > 1
+    assert all(",slow-worker," in line for line in content[1:])
+
+
+def test_a_viewer_sees_no_create_button(page_for):
+    page = page_for("viewer")
+    assert page.get_by_role("heading", name="Jobs").is_visible()
+    assert page.get_by_role("link", name="New job").count() == 0
+    shot(page, "07-viewer-jobs-list")
+
+
+def test_the_pages_fit_a_narrow_screen(page_for, chromium):
+    page = page_for("admin")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 400, f"the page is {width}px wide on a 390px screen"
+    shot(page, "08-narrow")
