@@ -9,7 +9,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import F
 from django.utils import timezone
 
 from .models import FINAL_STATES, Item, Job, Worker
@@ -287,10 +286,15 @@ def recent_failures(job: Job, limit: int = 10):
 def audit_page(job: Job, *, state=None, epoch=None, worker=None, page: int = 1, page_size: int = 50):
     """One page of audit rows, most recently completed first; (rows, has_next). No count over the job."""
     query = items(job, state=state, epoch=epoch, worker=worker)
+    # Each order is served by an index, so a page costs the same on a million items.
     if state in ("pending", "leased"):
-        query = query.order_by("epoch", "position")
+        query = query.order_by("epoch", "position")        # item_pending / item_job_epoch_position
+    elif state == "failed":
+        query = query.order_by("-id")                       # item_failed
     else:
-        query = query.order_by(F("completed_at").desc(nulls_last=True), "-id")
+        # Completed items, newest first (item_completed); without a state
+        # filter the audit is the record of completions.
+        query = query.filter(completed_at__isnull=False).order_by("-completed_at", "-id")
     start = (page - 1) * page_size
     rows = list(query[start:start + page_size + 1])
     return rows[:page_size], len(rows) > page_size
