@@ -7,7 +7,7 @@ nothing that would bypass the lease protocol.
 
 from django.contrib import admin
 
-from .models import ApiToken, Event, Item, Job, Worker
+from .models import ApiToken, Event, Item, ItemHistory, Job, Snapshot, SnapshotRestore, Worker
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -49,6 +49,25 @@ class EventAdmin(ReadOnlyAdmin):
     list_display = ("at", "job", "kind", "worker", "message")
     list_filter = ("kind",)
     list_select_related = ("job",)
+
+
+@admin.register(Snapshot)
+class SnapshotAdmin(ReadOnlyAdmin):
+    list_display = ("id", "job", "seq", "epochs_materialised", "worker", "created_at")
+    list_select_related = ("job",)
+
+
+@admin.register(SnapshotRestore)
+class SnapshotRestoreAdmin(ReadOnlyAdmin):
+    list_display = ("id", "job", "snapshot", "reopened", "fenced", "generation", "worker", "created_at")
+    list_select_related = ("job",)
+
+
+@admin.register(ItemHistory)
+class ItemHistoryAdmin(ReadOnlyAdmin):
+    list_display = ("id", "job", "item_id", "state", "epoch", "position", "worker", "completed_at", "seq", "restore")
+    list_select_related = ("job",)
+    show_full_result_count = False
 
 
 @admin.register(ApiToken)

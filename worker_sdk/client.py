@@ -31,3 +31,13 @@ class Client:
 
     def watermarks(self, job_id: int) -> dict:
         return self.transport.request("GET", f"/api/v1/jobs/{job_id}/watermarks/")
+
+    def snapshot(self, job_id: int, worker: str = "") -> dict:
+        return self.transport.request("POST", f"/api/v1/jobs/{job_id}/snapshots/", json={"worker": worker})
+
+    def restore(self, job_id: int, snapshot_id: int, worker: str = "", generation: str = "") -> dict:
+        body = {"worker": worker, "generation": generation}
+        return self.transport.request("POST", f"/api/v1/jobs/{job_id}/snapshots/{snapshot_id}/restore/", json=body)
+
+    def item_history(self, job_id: int, item_id: int) -> dict:
+        return self.transport.request("GET", f"/api/v1/jobs/{job_id}/items/{item_id}/history/")

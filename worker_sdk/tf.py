@@ -17,6 +17,16 @@ from .queue import QueueExhausted, WorkQueue, _Stream, exhausted_message
 
 tf = require("WorkQueue's TensorFlow methods")
 
+from . import checkpoint  # noqa: E402  (needs TensorFlow too)
+
+
+def _track(queue: WorkQueue) -> None:
+    """Makes the queue checkpointable: trackable for tf.train.Checkpoint, and a
+    SaveableObject of the current graph for TF1 Savers."""
+    checkpoint.make_trackable(queue)
+    if not tf.executing_eagerly() and not tf.inside_function():
+        checkpoint.register_saveable(queue)
+
 
 def _out_of_range(queue: WorkQueue):
     return tf.errors.OutOfRangeError(None, None, exhausted_message(queue.name))
@@ -40,6 +50,7 @@ def _py_take(stream: _Stream) -> bytes:
 
 
 def take(queue: WorkQueue):
+    _track(queue)
     if tf.executing_eagerly():
         # Each call hands over the next item; the previous one is done.
         return tf.constant(_next_bytes(queue._default_stream()))
@@ -51,6 +62,7 @@ def take(queue: WorkQueue):
 
 
 def input_dataset(queue: WorkQueue):
+    _track(queue)
     def generate():
         # A new stream per iteration of the dataset: each element is completed
         # when the dataset's consumer (TextLineDataset, a map...) pulls the next.
@@ -69,6 +81,7 @@ def input_dataset(queue: WorkQueue):
 
 
 def input_producer(queue: WorkQueue):
+    _track(queue)
     if tf.executing_eagerly():
         raise RuntimeError("input_producer() builds a queue runner for TF1 graphs; use input_dataset() eagerly")
     # The runner leases item k+2 only after the reader took item k+1 from the

@@ -8,7 +8,7 @@ from django.conf import settings
 from rest_framework import serializers
 from rest_framework.fields import ProhibitNullCharactersValidator
 
-from ..models import Item, ItemState, Job, JobState, Worker
+from ..models import Item, ItemState, Job, JobState, Snapshot, Worker
 from ..services.jobs import JobSpec
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
@@ -334,3 +334,69 @@ class WorkerSerializer(serializers.ModelSerializer):
         model = Worker
         fields = ["job", "name", "first_seen", "last_seen", "items_done", "items_failed", "busy_seconds", "mean_item_seconds"]
         read_only_fields = fields
+
+
+class SnapshotCreateSerializer(StrictSerializer):
+    worker = serializers.CharField(max_length=MAX_WORKER_LENGTH, required=False, default="", allow_blank=True,
+                                   help_text="Who takes the snapshot (recorded for the audit).")
+
+    def validate_worker(self, value):
+        return clean_text(value.strip(), "worker", max_length=MAX_WORKER_LENGTH)
+
+
+class SnapshotSerializer(serializers.ModelSerializer):
+    job = serializers.IntegerField(source="job_id", read_only=True)
+
+    class Meta:
+        model = Snapshot
+        fields = ["id", "job", "seq", "epochs_materialised", "worker", "created_at"]
+        read_only_fields = fields
+
+
+class RestoreSerializer(SnapshotCreateSerializer):
+    generation = serializers.CharField(
+        max_length=200, required=False, default="", allow_blank=True,
+        help_text="Optional name of the restarted run: repeats of a restore with the same generation are no-ops "
+                  "even after new completions.",
+    )
+
+    def validate_generation(self, value):
+        return clean_text(value, "generation", max_length=200)
+
+
+class RestoreResponseSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="The restore's id (the same for a repeat that was a no-op).")
+    job = serializers.IntegerField()
+    snapshot = serializers.IntegerField()
+    seq = serializers.IntegerField(help_text="The snapshot's completion sequence number.")
+    reopened = serializers.IntegerField(help_text="Completed items put back to pending.")
+    fenced = serializers.IntegerField(help_text="Live leases taken back (their holders get 409).")
+    generation = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    repeated = serializers.BooleanField(help_text="True when this call was a repeat of the last restore and changed nothing.")
+    state = serializers.ChoiceField(choices=JobState.choices, help_text="The job's state after the restore.")
+
+
+class HistoryEntrySerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["completed", "leased", "restored"])
+    worker = serializers.CharField(required=False, allow_null=True)
+    token = serializers.IntegerField(required=False, allow_null=True)
+    leased_at = serializers.DateTimeField(required=False, allow_null=True)
+    completed_at = serializers.DateTimeField(required=False, allow_null=True)
+    duration = serializers.FloatField(required=False, allow_null=True)
+    records = serializers.IntegerField(required=False, allow_null=True)
+    seq = serializers.IntegerField(required=False, allow_null=True)
+    rolled_back_by = serializers.IntegerField(required=False, allow_null=True, help_text="The restore that undid it.")
+    restore = serializers.IntegerField(required=False)
+    snapshot = serializers.IntegerField(required=False)
+    at = serializers.DateTimeField(required=False)
+
+
+class ItemHistorySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    job = serializers.IntegerField()
+    item = serializers.CharField()
+    epoch = serializers.IntegerField()
+    position = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=ItemState.choices)
+    history = HistoryEntrySerializer(many=True)

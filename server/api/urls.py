@@ -11,6 +11,13 @@ urlpatterns = [
     path("jobs/<int:job_id>/watermarks/", views.WatermarksView.as_view(), name="job-watermarks"),
     path("jobs/<int:job_id>/leases/", views.TakeView.as_view(), name="job-take"),
     path("jobs/<int:job_id>/items/", views.ItemsView.as_view(), name="job-items"),
+    path("jobs/<int:job_id>/items/<int:item_id>/history/", views.ItemHistoryView.as_view(), name="item-history"),
+    path("jobs/<int:job_id>/snapshots/", views.SnapshotCreateView.as_view(), name="job-snapshot"),
+    path(
+        "jobs/<int:job_id>/snapshots/<int:snapshot_id>/restore/",
+        views.SnapshotRestoreView.as_view(),
+        name="job-snapshot-restore",
+    ),
     path("leases/extend/", views.ExtendManyView.as_view(), name="lease-extend-many"),
     path("leases/<int:lease_id>/complete/", views.CompleteView.as_view(), name="lease-complete"),
     path("leases/<int:lease_id>/fail/", views.FailView.as_view(), name="lease-fail"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import asdict
 
 from django.db import connection
 from django.http import StreamingHttpResponse
@@ -17,6 +18,7 @@ from ..errors import LeaseLost
 from ..models import JobState
 from ..services import jobs as job_service
 from ..services import leases as lease_service
+from ..services import snapshots as snapshot_service
 from . import serializers as s
 from .pagination import ItemCursorPagination
 from .permissions import IsAdmin, IsViewer, IsWorker
@@ -286,3 +288,47 @@ class WorkersView(generics.ListAPIView):
     @extend_schema(parameters=[OpenApiParameter("job", int)], summary="Workers seen, with items done and mean item time")
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
+
+
+class SnapshotCreateView(APIView):
+    permission_classes = [IsWorker]
+
+    @extend_schema(
+        request=s.SnapshotCreateSerializer,
+        responses={201: s.SnapshotSerializer, 400: ERROR, 404: ERROR},
+        summary="Snapshot the job's position (its newest completion); O(1), nothing is copied",
+    )
+    def post(self, request, job_id: int):
+        data = _validated(s.SnapshotCreateSerializer, request.data).validated_data
+        snapshot = snapshot_service.take(job_id, data["worker"])
+        return Response(s.SnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
+
+
+class SnapshotRestoreView(APIView):
+    permission_classes = [IsWorker]
+
+    @extend_schema(
+        request=s.RestoreSerializer,
+        responses={200: s.RestoreResponseSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
+        summary="Restore a snapshot: items completed after it and live leases go back to pending",
+        description=(
+            "One transaction. Leases held now are fenced (their holders get 409). Repeating the job's last "
+            "restore is a no-op answering the same restore (`repeated: true`) when nothing was completed since, "
+            "or when `generation` equals that restore's."
+        ),
+    )
+    def post(self, request, job_id: int, snapshot_id: int):
+        data = _validated(s.RestoreSerializer, request.data).validated_data
+        result = snapshot_service.restore(job_id, snapshot_id, generation=data["generation"], worker=data["worker"])
+        return Response(s.RestoreResponseSerializer(asdict(result)).data)
+
+
+class ItemHistoryView(APIView):
+    permission_classes = [IsViewer]
+
+    @extend_schema(
+        responses={200: s.ItemHistorySerializer, 404: ERROR},
+        summary="An item's history: completions and leases rolled back by restores, the restores, and its current lease",
+    )
+    def get(self, request, job_id: int, item_id: int):
+        return Response(s.ItemHistorySerializer(snapshot_service.item_history(job_id, item_id)).data)
