@@ -14,7 +14,7 @@ from server import selectors
 from server.errors import InvalidTransition, JobSpecConflict, NotFound
 from server.models import ROLE_RANK, ItemState, JobState, Role
 from server.services import jobs as job_service
-from server.services import retries
+from server.services import retries, snapshots
 from server.services.accounts import role_of_user
 
 from .forms import JobForm
@@ -110,6 +110,8 @@ def _job_context(request, job) -> dict:
         "failures": selectors.recent_failures(job),
         "can_act": _can(request, Role.ADMIN),
         "actions": _actions(job),
+        "snapshots": list(snapshots.list_for(job)[:10]),
+        "restores": list(snapshots.restores_for(job)[:5]),
     }
 
 
@@ -161,6 +163,26 @@ def job_action(request, job_id: int, action: str):
             raise Http404("no such action")
     except InvalidTransition as exc:
         messages.error(request, exc.message)
+    return redirect("dashboard:job", job_id=job.id)
+
+
+@login_required
+@require_POST
+def snapshot_restore(request, job_id: int, snapshot_id: int):
+    _require(request, Role.ADMIN)
+    job = _job_or_404(job_id)
+    try:
+        result = snapshots.restore(job.id, snapshot_id, worker=request.user.get_username())
+    except NotFound:
+        raise Http404("no such snapshot") from None
+    except InvalidTransition as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request,
+            f"Restored snapshot {snapshot_id}: {result.reopened} completed items back to pending, "
+            f"{result.fenced} leases taken back." if not result.repeated else f"Snapshot {snapshot_id} was already restored; nothing changed.",
+        )
     return redirect("dashboard:job", job_id=job.id)
 
 
