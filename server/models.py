@@ -81,7 +81,12 @@ class Unit(models.Model):
     """One entry of a job's per-epoch list: a work, or a slice of one."""
 
     pk = models.CompositePrimaryKey("job", "idx")
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, db_index=False)  # the primary key covers it
+    # No database-level constraint (db_constraint=False) here nor on Item.job:
+    # a job of a million works inserts a million units and a million items in
+    # one transaction, and Django's deferred foreign keys would check each
+    # row at commit (about ten seconds). Rows are only ever inserted by the
+    # services, for a job they have just created or locked.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, db_index=False, db_constraint=False)  # the primary key covers it
     idx = models.PositiveIntegerField()
     item = models.TextField()
     # For a slice: the byte offset of its first record, so that a reader
@@ -103,7 +108,7 @@ class Item(models.Model):
     """One unit in one epoch; its row is also its current lease."""
 
     id = models.BigAutoField(primary_key=True)
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, db_index=False)  # item_job_epoch_position covers it
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, db_index=False, db_constraint=False)  # see Unit.job; item_job_epoch_position covers it
     epoch = models.PositiveIntegerField()
     position = models.PositiveIntegerField()
     unit_idx = models.PositiveIntegerField()

@@ -8,9 +8,10 @@
 --            inserted. NO KEY UPDATE does not conflict with the KEY SHARE
 --            locks that foreign-key checks of concurrent item updates take.
 -- created    the epoch's order is a permutation derived from (seed, epoch)
---            alone: units sorted by md5('seed:epoch:idx'). Every run, server
---            and Postgres version computes the same order, each epoch a
---            different one. Without shuffle it is the order of the works.
+--            alone: units sorted by the first 64 bits of md5('seed:epoch:idx')
+--            (as a bigint: an integer sort, no text collation). Every run,
+--            server and Postgres version computes the same order, each epoch
+--            a different one. Without shuffle it is the order of the works.
 WITH claimed AS (
     UPDATE shardline_job AS j
        SET epochs_materialised = %(epoch)s + 1
@@ -24,7 +25,9 @@ WITH claimed AS (
     SELECT c.id,
            %(epoch)s,
            row_number() OVER (
-               ORDER BY CASE WHEN c.shuffle THEN md5(c.seed::text || ':' || %(epoch)s::text || ':' || u.idx::text) END,
+               ORDER BY CASE WHEN c.shuffle
+                             THEN ('x' || left(md5(c.seed::text || ':' || %(epoch)s::text || ':' || u.idx::text), 16))::bit(64)::bigint
+                        END,
                         u.idx) - 1,
            u.idx,
            'pending',
