@@ -53,6 +53,7 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
     import psycopg
 
     from server import sql
+    from server.services.leases import TAIL_WINDOW
 
     take_sql = sql.statement("take")
     latencies, items = [], 0
@@ -66,12 +67,12 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
         while time.time() < deadline:
             began = time.perf_counter()
             with conn.cursor() as cur:
-                params = {"job": job["id"], "worker": worker, "count": 1,
+                params = {"job": job["id"], "worker": worker, "count": 1, "tail_window": TAIL_WINDOW,
                           "ids": [h[0] for h in held], "tokens": [h[1] for h in held], "records": [None] * len(held)}
                 cur.execute(take_sql, params)
                 rows = cur.fetchall()
             items += len(rows[0][4])
-            held = [(row[5], row[6]) for row in rows if row[5] is not None]
+            held = [(row[6], row[7]) for row in rows if row[6] is not None]
             latencies.append(time.perf_counter() - began)
     out.put((items, latencies))
 

@@ -23,6 +23,10 @@ log = logging.getLogger("shardline.leases")
 RETRY_PENDING_LOCKED = 0.05   # pending rows exist but concurrent takers hold them
 RETRY_MATERIALISING = 0.25    # another taker is creating the next epoch
 RETRY_PAUSED = 5.0
+RETRY_DEFERRED = 0.5          # a slow worker near the end waits while faster ones finish
+# Straggler-aware leasing looks at worker paces only when fewer items than
+# this remain (see take.sql, `tail`); elsewhere it costs one counter sum.
+TAIL_WINDOW = 10_000
 RETRY_MAX = 1.0    # waiting workers at the end of a job should see a failed or expired item soon
 
 
@@ -66,6 +70,7 @@ def take(job_id: int, worker: str, count: int = 1, completions: list[Completion]
     """
     with metrics.timed("take"):
         job, leases, reclaimed, completed = _take_once(job_id, worker, count, completions)
+        deferred = job["deferred"]
         lost = _lost(completions, completed) if len(completed) < len(completions) else []
         metrics.LEASE_ITEMS.labels("complete").inc(len(completed))
         result = TakeResult(leases=leases, exhausted=False, retry_after=None, completed=completed, lost=lost)
@@ -74,10 +79,10 @@ def take(job_id: int, worker: str, count: int = 1, completions: list[Completion]
         if state not in (JobState.READY, JobState.RUNNING):
             return _not_active(job_id, state, result)
 
-        if len(leases) < count and reclaimed:
+        if len(leases) < count and reclaimed and not deferred:
             leases += _take_once(job_id, worker, count - len(leases))[1]
         epoch = job["epochs_materialised"]
-        while len(leases) < count and epoch < job["num_epochs"]:
+        while len(leases) < count and epoch < job["num_epochs"] and not deferred:
             if not jobs.materialise_epoch(job_id, epoch):
                 break  # another taker holds the job row: it is creating this epoch
             epoch += 1
@@ -86,6 +91,8 @@ def take(job_id: int, worker: str, count: int = 1, completions: list[Completion]
         if leases:
             if state == JobState.READY:
                 jobs.mark_running(job_id)
+        elif deferred:
+            result.retry_after = RETRY_DEFERRED
         else:
             result.exhausted, result.retry_after, result.leased_by_you, result.leased_by_others = _nothing_leased(
                 job_id, worker, epoch < job["num_epochs"]
@@ -119,16 +126,17 @@ def _take_once(job_id: int, worker: str, count: int, completions=()) -> tuple[di
                 "ids": [c.id for c in completions],
                 "tokens": [c.token for c in completions],
                 "records": [c.records for c in completions],
+                "tail_window": TAIL_WINDOW,
             },
         )
         rows = cursor.fetchall()
     if not rows:
         raise NotFound(f"no job with id {job_id}")
-    state, num_epochs, epochs_materialised, reclaimed, completed = rows[0][:5]
+    state, num_epochs, epochs_materialised, reclaimed, completed, deferred = rows[0][:6]
     if reclaimed:
         log.info("expired leases taken back", extra={"event": "lease_expired", "job": job_id, "count": reclaimed})
-    leases = [Lease(*row[5:]) for row in rows if row[5] is not None]
-    job = {"state": state, "num_epochs": num_epochs, "epochs_materialised": epochs_materialised}
+    leases = [Lease(*row[6:]) for row in rows if row[6] is not None]
+    job = {"state": state, "num_epochs": num_epochs, "epochs_materialised": epochs_materialised, "deferred": deferred}
     return job, leases, reclaimed, list(completed)
 
 

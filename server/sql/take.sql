@@ -15,6 +15,12 @@
 --              snapshot, so `picked` cannot see these rows; the next take
 --              leases them (the service runs it at once when this one came
 --              up short).
+--   tail       straggler-aware leasing, near the end only: a worker over
+--              twice as slow as the others is deferred (given nothing, told
+--              to retry) when the other live workers, at their measured pace,
+--              would finish every remaining item before it finishes one. Otherwise the job's last minutes
+--              wait on a slow worker's last item. The scalar subqueries run
+--              only when fewer items remain than TAIL_WINDOW (leases.py).
 --   picked     the first pending items in (epoch, position) order, read from
 --              the partial index item_pending; SKIP LOCKED hands concurrent
 --              takers disjoint rows, so no item ever has two live leases.
@@ -26,7 +32,8 @@
 --   seen       the worker's last_seen.
 -- The final SELECT returns one row even when nothing was leased (none when
 -- the job does not exist), so the caller always learns the job's state, the
--- completions accepted and how many leases were reclaimed.
+-- completions accepted, whether it was deferred and how many leases were
+-- reclaimed.
 WITH req AS (
     SELECT *
       FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(records)s::bigint[]) AS r(id, token, records)
@@ -42,9 +49,32 @@ WITH req AS (
      WHERE i.id = r.id AND i.job_id = %(job)s AND i.state = 'leased' AND i.token = r.token
  RETURNING i.id, i.job_id, i.epoch, i.worker, i.duration
 ), job AS (
-    SELECT id, state, lease_timeout, max_attempts, num_epochs, epochs_materialised
+    SELECT id, state, lease_timeout, max_attempts, num_epochs, epochs_materialised, units_count
       FROM shardline_job
      WHERE id = %(job)s
+), remaining AS (
+    SELECT coalesce(sum(c.pending), 0) + (SELECT units_count * (num_epochs - epochs_materialised) FROM job) AS items
+      FROM shardline_counter AS c
+     WHERE c.job_id = %(job)s
+), tail AS (
+    -- Deferred only if this worker is also over twice as slow as the
+    -- others' mean pace: the fastest worker is never deferred, so workers of
+    -- equal speed can never all defer to each other.
+    SELECT coalesce(mine.seconds_per_item > r.items / others.items_per_second
+                    AND mine.seconds_per_item > 2 * others.workers / others.items_per_second, false) AS deferred
+      FROM remaining AS r
+      LEFT JOIN LATERAL (
+            SELECT busy_seconds / items_done AS seconds_per_item
+              FROM shardline_worker
+             WHERE job_id = %(job)s AND name = %(worker)s AND items_done >= 2
+           ) AS mine ON r.items < %(tail_window)s
+      LEFT JOIN LATERAL (
+            SELECT sum(w.items_done / w.busy_seconds) AS items_per_second, count(*) AS workers
+              FROM shardline_worker AS w, job AS j
+             WHERE w.job_id = %(job)s AND w.name <> %(worker)s
+               AND w.items_done >= 1 AND w.busy_seconds > 0
+               AND w.last_seen > now() - make_interval(secs => 2 * j.lease_timeout)
+           ) AS others ON mine.seconds_per_item IS NOT NULL
 ), reclaimed AS (
     UPDATE shardline_item AS i
        SET state = CASE WHEN i.attempts >= (SELECT max_attempts FROM job) THEN 'failed' ELSE 'pending' END,
@@ -63,6 +93,7 @@ WITH req AS (
       FROM shardline_item
      WHERE job_id = %(job)s AND state = 'pending'
        AND EXISTS (SELECT 1 FROM job WHERE state IN ('ready', 'running'))
+       AND NOT (SELECT deferred FROM tail)
      ORDER BY epoch, position
      LIMIT %(count)s
        FOR UPDATE SKIP LOCKED
@@ -132,6 +163,7 @@ WITH req AS (
 )
 SELECT j.state, j.num_epochs, j.epochs_materialised, r.reclaimed,
        (SELECT coalesce(array_agg(id), '{}') FROM done) AS completed,
+       (SELECT deferred FROM tail) AS deferred,
        l.id, l.token, u.item, l.epoch, l.position, l.expires_at, u."offset"
   FROM job AS j
  CROSS JOIN (SELECT count(*) FILTER (WHERE state = 'pending') AS reclaimed FROM reclaimed) AS r

@@ -1,0 +1,44 @@
+"""Straggler-aware leasing: near the end, a worker much slower than the others gets nothing."""
+
+import pytest
+
+from server.models import Worker
+
+from .helpers import create_job, take
+
+pytestmark = pytest.mark.django_db
+
+
+def pace(job_id, name, items_done, busy_seconds):
+    # Worker statistics as a run would have left them (set up directly: in a
+    # test transaction now() does not move, so real durations would be 0).
+    Worker.objects.filter(job_id=job_id, name=name).update(items_done=items_done, busy_seconds=busy_seconds)
+
+
+@pytest.fixture
+def job_near_its_end(worker_client, job_name):
+    job = create_job(worker_client, job_name, [f"/d/{i}" for i in range(6)], shuffle=False)
+    for name in ("fast-1", "fast-2", "slow"):
+        take(worker_client, job["id"], name, count=1)  # registers the worker, holds one item each
+    pace(job["id"], "fast-1", 50, 50.0)     # 1 s per item
+    pace(job["id"], "fast-2", 50, 50.0)
+    pace(job["id"], "slow", 10, 40.0)       # 4 s per item
+    return job
+
+
+def test_a_much_slower_worker_is_told_to_wait_while_faster_ones_finish(worker_client, job_near_its_end):
+    # 3 items left; the fast workers drain them in 1.5 s, the slow one needs 4 s for one.
+    result = take(worker_client, job_near_its_end["id"], "slow")
+    assert result["leases"] == [] and result["exhausted"] is False and result["retry_after"] == 0.5
+    assert len(take(worker_client, job_near_its_end["id"], "fast-1")["leases"]) == 1
+
+
+def test_the_fastest_worker_is_never_deferred(worker_client, job_near_its_end):
+    pace(job_near_its_end["id"], "fast-2", 10, 40.0)  # now two slow workers and one fast
+    assert len(take(worker_client, job_near_its_end["id"], "fast-1")["leases"]) == 1
+
+
+def test_workers_of_equal_pace_all_keep_leasing(worker_client, job_near_its_end):
+    pace(job_near_its_end["id"], "slow", 50, 50.0)
+    for name in ("slow", "fast-1", "fast-2"):
+        assert len(take(worker_client, job_near_its_end["id"], name)["leases"]) == 1
