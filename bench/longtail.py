@@ -12,6 +12,9 @@ scenario and for num_slices = 1x, 4x and 10x the workers:
   dynamic  measured: the K processes share one Shardline job, each taking
            the next item when it is ready; makespan = last completion - start
   ideal    total work / total speed
+  bound    whole items handed out in order to whichever worker is free
+           first, with zero overhead (computed): the best dynamic dispatch can
+           do with items of this size; the gap to the ideal is granularity
 
 Costs are scaled so that the ideal makespan is --ideal-seconds in every run.
 Prints each makespan and its ratio to the ideal, and draws per-worker busy
@@ -56,6 +59,17 @@ def scenario_costs(kind: str, count: int, rng: random.Random) -> list[float]:
         # Lognormal item costs: most items small, a few ten times the median.
         return [rng.lognormvariate(0, 1.0) for _ in range(count)]
     return [1.0] * count
+
+
+def greedy(costs: list[float], speeds: list[float]) -> float:
+    """Makespan of dispatching whole items in order to whichever worker is free
+    first, with no overhead at all: what dynamic dispatch can reach at best
+    with items of this size (the ideal assumes items can be cut finely)."""
+    free = [0.0] * len(speeds)
+    for cost in costs:
+        worker = min(range(len(speeds)), key=lambda w: free[w])
+        free[worker] += cost / speeds[worker]
+    return max(free)
 
 
 def run_dynamic(url, key, items, speeds, run_id):
@@ -117,14 +131,17 @@ def main():
                 ideal = sum(costs) / sum(speeds)
                 static_busy = [sum(costs[i::k]) / speeds[i] for i in range(k)]
                 static = max(static_busy)
+                bound = greedy(costs, speeds)
                 dynamic, busy, counts = run_dynamic(server.url, key, items, speeds, uuid.uuid4().hex[:8])
                 row = {
                     "scenario": label, "slices": f"{factor}x ({count})", "ideal": ideal, "static": static,
                     "dynamic": dynamic, "static_ratio": static / ideal, "dynamic_ratio": dynamic / ideal,
+                    "whole_items": bound, "whole_items_ratio": bound / ideal,
                     "items_per_worker": counts, "speeds": speeds,
                 }
                 rows.append(row)
                 print(f"{label:<42} {row['slices']:>10}  ideal {ideal:5.2f}s  static {static:6.2f}s ({static / ideal:4.2f}x)"
+                      f"  whole-item bound {bound:5.2f}s ({bound / ideal:4.2f}x)"
                       f"  dynamic {dynamic:5.2f}s ({dynamic / ideal:4.2f}x)  items per worker {counts}", flush=True)
                 if kind == "equal" and factor == 10 and chart_data is None:
                     chart_data = (label, static_busy, busy, ideal, static, dynamic)

@@ -66,7 +66,7 @@ WITH req AS (
       LEFT JOIN LATERAL (
             SELECT busy_seconds / items_done AS seconds_per_item
               FROM shardline_worker
-             WHERE job_id = %(job)s AND name = %(worker)s AND items_done >= 2
+             WHERE job_id = %(job)s AND name = %(worker)s AND items_done >= 1
            ) AS mine ON r.items < %(tail_window)s
       LEFT JOIN LATERAL (
             SELECT sum(w.items_done / w.busy_seconds) AS items_per_second, count(*) AS workers
