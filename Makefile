@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv run test test-embedded bench clean-embedded
+.PHONY: venv run test test-embedded bench clean-embedded soak
 
 venv: $(STAMP)
 
@@ -31,6 +31,16 @@ test: venv
 
 test-embedded: venv
 	env -u DATABASE_URL $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The chaos tests, longer and repeated: SOAK_SCALE times the items of the
+# worker-kill run (one kill a second throughout), SOAK_ROUNDS rounds.
+SOAK_SCALE ?= 6
+SOAK_ROUNDS ?= 3
+soak: venv
+	for round in $$(seq $(SOAK_ROUNDS)); do \
+		echo "== soak round $$round of $(SOAK_ROUNDS) =="; \
+		SHARDLINE_CHAOS_SCALE=$(SOAK_SCALE) $(BIN)/python -m pytest tests/chaos -q -s $(PYTEST_ARGS) || exit 1; \
+	done
 
 bench: venv
 	$(BIN)/python bench/dispatch.py

@@ -72,6 +72,7 @@ def main():
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "server.settings")
+    os.environ.setdefault("SECRET_KEY", "benchmark-only-not-secret")
     import django
 
     django.setup()

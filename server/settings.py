@@ -18,8 +18,16 @@ def _secret_key() -> str:
     key = env_str("SECRET_KEY")
     if key:
         return key
-    # A single-machine set-up (make run) keeps a generated key beside the
-    # embedded database; deployments pass SECRET_KEY (docker-compose does).
+    if env_str("DATABASE_URL") and not DEBUG:
+        # Several machines share that database (web replicas, Celery workers):
+        # each would generate its own key, and sessions, CSRF tokens and
+        # password-reset links would break between them.
+        raise SettingError(
+            "SECRET_KEY is not set: it is required when DATABASE_URL is set (a deployment); "
+            "set SECRET_KEY to a long random string (python -c 'import secrets; print(secrets.token_urlsafe(50))')"
+        )
+    # A single-machine set-up (make run: the embedded database) keeps a
+    # generated key beside the embedded database.
     path = embedded_pg.home() / "secret_key"
     try:
         return path.read_text().strip()
@@ -127,11 +135,15 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
-# Security defaults for a deployment; DEBUG relaxes the cookie flags so that
-# plain-HTTP development works.
+# Cookies: Secure whenever the site is served over HTTPS (SHARDLINE_HTTPS=1;
+# DEBUG never turns it on, so plain-HTTP development keeps working), the
+# session cookie out of reach of scripts, and never sent on cross-site posts.
+SHARDLINE_HTTPS = env_bool("SHARDLINE_HTTPS", False)
+SESSION_COOKIE_SECURE = SHARDLINE_HTTPS
+CSRF_COOKIE_SECURE = SHARDLINE_HTTPS
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG and env_bool("SHARDLINE_HTTPS", False))
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 if env_bool("SHARDLINE_BEHIND_PROXY", False):
@@ -145,6 +157,16 @@ SHARDLINE_DEFAULT_LEASE_TIMEOUT = env_int("SHARDLINE_DEFAULT_LEASE_TIMEOUT", 60,
 SHARDLINE_DEFAULT_MAX_ATTEMPTS = env_int("SHARDLINE_DEFAULT_MAX_ATTEMPTS", 3, minimum=1, maximum=100)
 SHARDLINE_MAX_TAKE = env_int("SHARDLINE_MAX_TAKE", 1000, minimum=1)
 SHARDLINE_TOKEN_CACHE_SECONDS = env_int("SHARDLINE_TOKEN_CACHE_SECONDS", 10, minimum=0)
+
+# Where the slicer may read works from: comma-separated local directories
+# and/or URL prefixes (s3://bucket/data/). Unset: anything the server's user
+# can read; deployments should set it (docker-compose: /data).
+SHARDLINE_DATA_ROOTS = env_list("SHARDLINE_DATA_ROOTS", [])
+
+# Login form: after this many failed logins for one username from one address
+# within the window, that pair is refused until the window ends.
+SHARDLINE_LOGIN_MAX_FAILURES = env_int("SHARDLINE_LOGIN_MAX_FAILURES", 5, minimum=1)
+SHARDLINE_LOGIN_WINDOW_SECONDS = env_int("SHARDLINE_LOGIN_WINDOW_SECONDS", 900, minimum=1)
 
 # Celery: Redis (or any kombu URL) in deployments; with none, a filesystem
 # broker beside the embedded database, so a single machine needs no server.
@@ -161,10 +183,21 @@ if CELERY_BROKER_URL == "filesystem://":
         # Remote-control mailboxes too (kombu's default is ./control).
         "control_folder": str(_broker_folder / "control"),
     }
+    # The login throttle's counters are shared by every process of this machine.
+    _throttle_cache = {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                       "LOCATION": str(embedded_pg.home() / "throttle")}
 else:
+    # The login throttle's counters are shared by every web replica.
+    _throttle_cache = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CELERY_BROKER_URL,
+                       "KEY_PREFIX": "shardline-throttle"} if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(embedded_pg.home() / "throttle")}
     # A task whose worker died unacknowledged is handed out again after this
     # long (Redis and SQS brokers).
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("SHARDLINE_CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1)}
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": _throttle_cache,
+}
 CELERY_TASK_DEFAULT_QUEUE = env_str("SHARDLINE_CELERY_QUEUE", "shardline")
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -16,6 +16,7 @@ glob expands to its files in sorted order.
 from __future__ import annotations
 
 import bisect
+import os
 import struct
 from dataclasses import dataclass, field
 
@@ -47,6 +48,59 @@ class Work:
     index: list[tuple[int, int]] = field(default_factory=list)
     # Lines: the byte offset of every INDEX_STEP-th line.
     line_starts: object = None
+
+
+def outside_roots(path: str, roots: list[str]) -> bool:
+    """Whether ``path`` (a local path, ``file://`` or another URL) lies outside every root.
+
+    Local paths are compared after resolving ``..`` and symlinks (both the
+    path's and the roots'), so neither a ``../`` nor a link inside a root
+    leads out of it. URLs are compared after collapsing ``..`` segments. An
+    empty ``roots`` allows everything.
+    """
+    if not roots:
+        return False
+    local = _local_path(path)
+    for root in roots:
+        root_local = _local_path(root)
+        if local is not None and root_local is not None:
+            target, base = os.path.realpath(local), os.path.realpath(root_local)
+            if target == base or target.startswith(base.rstrip(os.sep) + os.sep):
+                return False
+        elif local is None and root_local is None:
+            target, base = _normal_url(path), _normal_url(root)
+            if target is not None and base is not None and (target == base.rstrip("/") or target.startswith(base.rstrip("/") + "/")):
+                return False
+    return True
+
+
+def _local_path(path: str) -> str | None:
+    if path.startswith("file://"):
+        return path[len("file://"):] or "/"
+    return None if "://" in path else path
+
+
+def _normal_url(url: str) -> str | None:
+    scheme, _, rest = url.partition("://")
+    if not rest:
+        return None
+    host, slash, tail = rest.partition("/")
+    parts: list[str] = []
+    for part in tail.split("/"):
+        if part == "..":
+            if not parts:
+                return None  # above the bucket: never inside a root
+            parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return f"{scheme.lower()}://{host}/" + "/".join(parts)
+
+
+def check_roots(path: str, roots: list[str]) -> None:
+    if outside_roots(path, roots):
+        raise SourceError(
+            f"{path}: outside the allowed data roots ({', '.join(roots)}; SHARDLINE_DATA_ROOTS); the slicer does not read it"
+        )
 
 
 def split_format(work: str) -> tuple[str, str | None]:

@@ -3,6 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from dashboard.login import ThrottledLoginView
+
 from . import views
 
 urlpatterns = [
@@ -12,7 +14,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("metrics", views.prometheus, name="metrics"),
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("dashboard.urls")),
 ]

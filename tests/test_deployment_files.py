@@ -47,3 +47,29 @@ def test_dockerfile_builds_from_the_project_files():
     dockerfile = (ROOT / "Dockerfile").read_text()
     for part in ("COPY server", "COPY migrations", "pip install", "collectstatic", "USER shardline"):
         assert part in dockerfile
+
+
+def test_compose_requires_a_secret_key_and_sets_the_data_roots():
+    services = load_compose()["services"]
+    for name in ("migrate", "web", "worker"):
+        environment = services[name]["environment"]
+        assert environment["SECRET_KEY"].startswith("${SECRET_KEY:?"), name
+        assert environment["SHARDLINE_DATA_ROOTS"] == "${SHARDLINE_DATA_ROOTS:-/data}", name
+        assert "${SHARDLINE_DATA_DIR:-./data}:/data:ro" in services[name]["volumes"], name
+
+
+def test_compose_gives_every_long_running_service_a_health_check_and_a_restart_policy():
+    services = load_compose()["services"]
+    for name in ("postgres", "redis", "web", "worker"):
+        assert services[name]["healthcheck"]["test"], name
+        assert services[name]["restart"] == "unless-stopped", name
+    assert services["migrate"]["restart"] == "no"
+    assert services["worker"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
+def test_env_example_documents_the_security_and_data_settings():
+    example = {line.split("=", 1)[0] for line in (ROOT / ".env.example").read_text().splitlines()
+               if "=" in line and not line.startswith("#")}
+    for name in ("SECRET_KEY", "ALLOWED_HOSTS", "SHARDLINE_HTTPS", "SHARDLINE_BEHIND_PROXY", "SHARDLINE_DATA_ROOTS",
+                 "SHARDLINE_LOGIN_MAX_FAILURES", "SHARDLINE_LOGIN_WINDOW_SECONDS"):
+        assert name in example, name

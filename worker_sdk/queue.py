@@ -186,7 +186,11 @@ class _Stream:
             # Only this process's own leases are left: nothing will come back
             # unless they fail, so this consumer is at its end (the leases it
             # still reads are completed when it finishes).
-            if result["exhausted"] or (result.get("leased_by_others") == 0 and self.open):
+            # (Only if every lease the server counts as ours is one this
+            # process knows of: a lease whose take response was lost is
+            # waited out, so that its expiry hands the item to a worker.)
+            ours_known = (result.get("leased_by_you") or 0) <= len(leaser.held)
+            if result["exhausted"] or (result.get("leased_by_others") == 0 and self.open and ours_known):
                 self.done = True
                 if not self.open:
                     self.queue._streams.discard(self)

@@ -1,5 +1,6 @@
 """``Authorization: Token <key>`` authentication."""
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from ..services import accounts
@@ -26,3 +27,14 @@ class TokenAuthentication(authentication.BaseAuthentication):
     def authenticate_header(self, request):
         # Makes DRF answer 401 (not 403) when no credentials were sent.
         return self.keyword
+
+
+class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
+    """Documents the token header in /api/schema/ (clients and fuzzers see how to authenticate)."""
+
+    target_class = "server.api.auth.TokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "apiKey", "in": "header", "name": "Authorization",
+                "description": "`Token <key>`; keys are created with `manage.py create_token`"}

@@ -6,6 +6,8 @@ Every error body is JSON: ``{"error": code, "message": text}`` plus ``fields``
 
 import logging
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -58,6 +60,15 @@ def exception_handler(exc, context):
             headers["Retry-After"] = str(int(exc.wait))
         code = exc.get_codes() if isinstance(exc.get_codes(), str) else "error"
         return Response({"error": code, "message": str(exc.detail)}, status=exc.status_code, headers=headers)
+    if isinstance(exc, RequestDataTooBig):
+        # Django refuses a body whose Content-Length exceeds
+        # DATA_UPLOAD_MAX_MEMORY_SIZE (= SHARDLINE_MAX_BODY_BYTES) before the
+        # parser sees it; without this it would be Django's HTML 400 page.
+        limit = settings.SHARDLINE_MAX_BODY_BYTES
+        return Response(
+            {"error": "too_large", "message": f"request body is larger than {limit} bytes (SHARDLINE_MAX_BODY_BYTES)"},
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
     if isinstance(exc, (OperationalError, InterfaceError)):
         # The database is unreachable (restarting, failing over): the client
         # should retry; nothing was written.

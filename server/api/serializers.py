@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qs
 
 from django.conf import settings
 from rest_framework import serializers
@@ -91,6 +92,35 @@ class JobCreateSerializer(StrictSerializer):
             clean_text(value, "prefix", max_length=1024)
         return value or None
 
+    def validate(self, data):
+        prefix = data.get("prefix") or ""
+        for index, work in enumerate(data["works"]):
+            if "?" in work or "?" in prefix:
+                problem = _slice_problem(prefix + work, sliced_by_server=bool(data.get("num_slices")))
+                if problem:
+                    raise serializers.ValidationError({"works": [f"works[{index}] {prefix + work!r}: {problem}"]})
+        # Works that the slicer will read: refuse those outside the data roots
+        # now, rather than failing the job later.
+        roots = settings.SHARDLINE_DATA_ROOTS
+        if data.get("num_slices") and roots:
+            from .. import sources
+
+            outside = []
+            for index, work in enumerate(data["works"]):
+                try:
+                    path = sources.split_format((data.get("prefix") or "") + work)[0]
+                except sources.SourceError as exc:
+                    raise serializers.ValidationError({"works": [f"works[{index}]: {exc}"]}) from None
+                if sources.outside_roots(path, roots):
+                    outside.append(f"works[{index}] {path!r}")
+                    if len(outside) == 5:
+                        break
+            if outside:
+                raise serializers.ValidationError({"works": [
+                    f"{', '.join(outside)} outside the allowed data roots ({', '.join(roots)}; SHARDLINE_DATA_ROOTS)"
+                ]})
+        return data
+
     def to_spec(self) -> JobSpec:
         data = self.validated_data
         return JobSpec(
@@ -104,6 +134,24 @@ class JobCreateSerializer(StrictSerializer):
             lease_timeout=data["lease_timeout"] or float(settings.SHARDLINE_DEFAULT_LEASE_TIMEOUT),
             max_attempts=data["max_attempts"] or settings.SHARDLINE_DEFAULT_MAX_ATTEMPTS,
         )
+
+
+def _slice_problem(item: str, *, sliced_by_server: bool) -> str | None:
+    """What is wrong with a work written as a slice (``path?start=S&end=E``), as the SDK's reader parses it."""
+    params = parse_qs(item.rpartition("?")[2])
+    if "start" not in params and "end" not in params:
+        return None
+    if sliced_by_server:
+        return "is already a slice (?start=&end=); with num_slices, name the whole file"
+    if "start" not in params or "end" not in params:
+        return "a slice needs both start and end (path?start=S&end=E)"
+    try:
+        start, end = int(params["start"][0]), int(params["end"][0])
+    except ValueError:
+        return "malformed slice: start and end must be integers"
+    if not 0 <= start <= end:
+        return "malformed slice: need 0 <= start <= end"
+    return None
 
 
 class JobSerializer(serializers.ModelSerializer):

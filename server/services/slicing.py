@@ -13,6 +13,7 @@ import logging
 import math
 import time
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -100,7 +101,12 @@ def slice_job(job_id: int) -> str:
         return f"job {job_id} is not waiting to be sliced"
     raw_works = list(Unit.objects.filter(job_id=job_id).order_by("idx").values_list("item", flat=True))
     try:
+        roots = settings.SHARDLINE_DATA_ROOTS
+        for work in raw_works:
+            sources.check_roots(sources.split_format(work)[0], roots)
         expanded = [w for work in raw_works for w in sources.expand(work)]
+        for work in expanded:  # a directory or glob may hold links that lead out
+            sources.check_roots(work.path, roots)
         progress = _Progress(job_id, len(expanded))
         for work in expanded:
             sources.count(work, progress.records)

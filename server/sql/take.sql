@@ -83,6 +83,10 @@ WITH req AS (
       FROM (SELECT id
               FROM shardline_item
              WHERE job_id = %(job)s AND state = 'leased' AND expires_at < now()
+               -- A lease this request completes is the caller's to complete
+               -- (as a standalone complete would be); and two modifications
+               -- of one row in one statement would leave only one in effect.
+               AND id NOT IN (SELECT id FROM req)
              ORDER BY expires_at
              LIMIT 100
                FOR UPDATE SKIP LOCKED) AS expired
