@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
@@ -31,10 +32,27 @@ def _key(request, username: str) -> str:
 
 def _failures(key: str) -> int:
     try:
-        return int(caches["throttle"].get(key) or 0)
+        entry = caches["throttle"].get(key)
     except Exception:  # the cache is down: do not lock everybody out
         log.warning("login throttle unavailable", extra={"event": "throttle_unavailable"})
         return 0
+    if not entry:
+        return 0
+    count, started = entry
+    return count if time.time() - started < settings.SHARDLINE_LOGIN_WINDOW_SECONDS else 0
+
+
+def _count_failure(key: str) -> None:
+    # (count, start of the window) with an explicit expiry at the window's
+    # end: the window does not move with each failure, on every cache backend
+    # (a file cache's incr would reset the expiry to its default).
+    cache = caches["throttle"]
+    window = settings.SHARDLINE_LOGIN_WINDOW_SECONDS
+    now = time.time()
+    entry = cache.get(key)
+    if not entry or now - entry[1] >= window:
+        entry = (0, now)
+    cache.set(key, (entry[0] + 1, entry[1]), timeout=max(1, int(entry[1] + window - now) + 1))
 
 
 class ThrottledLoginView(auth_views.LoginView):
@@ -54,12 +72,8 @@ class ThrottledLoginView(auth_views.LoginView):
         return super().post(request, *args, **kwargs)
 
     def form_invalid(self, form):
-        cache = caches["throttle"]
         try:
-            if not cache.add(self._throttle_key, 1, settings.SHARDLINE_LOGIN_WINDOW_SECONDS):
-                cache.incr(self._throttle_key)
-        except ValueError:  # expired between add and incr
-            cache.add(self._throttle_key, 1, settings.SHARDLINE_LOGIN_WINDOW_SECONDS)
+            _count_failure(self._throttle_key)
         except Exception:
             log.warning("login throttle unavailable", extra={"event": "throttle_unavailable"})
         log.info("login failed", extra={"event": "login_failed"})

@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from dashboard.login import ThrottledLoginView
@@ -13,6 +14,8 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[]), name="swagger-ui"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", views.prometheus, name="metrics"),
+    # The admin signs in through the same throttled login page.
+    path("admin/login/", RedirectView.as_view(url="/accounts/login/", query_string=True)),
     path("admin/", admin.site.urls),
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
