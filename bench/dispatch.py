@@ -55,7 +55,6 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
     import psycopg
 
     from server import sql
-    from server.services.leases import TAIL_WINDOW
 
     take_sql = sql.statement("take")
     latencies, items = [], 0
@@ -69,7 +68,7 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
         while time.time() < deadline:
             began = time.perf_counter()
             with conn.cursor() as cur:
-                params = {"job": job["id"], "worker": worker, "count": 1, "tail_window": TAIL_WINDOW,
+                params = {"job": job["id"], "worker": worker, "count": 1, "tail_window": job["tail_window"],
                           "ids": [h[0] for h in held], "tokens": [h[1] for h in held], "records": [None] * len(held)}
                 cur.execute(take_sql, params)
                 rows = cur.fetchall()
@@ -163,6 +162,7 @@ def main():
     from django.core.management import call_command
 
     from server.services import accounts, jobs
+    from server.services.leases import TAIL_WINDOW
     from tests.support import ServerProcess, database_url
 
     call_command("migrate", verbosity=0, interactive=False)
@@ -176,7 +176,9 @@ def main():
     def new_job(tag):
         spec = jobs.JobSpec(name=f"bench-{tag}-{uuid.uuid4().hex[:6]}", works=[f"/bench/{i:07d}" for i in range(args.items)], lease_timeout=300.0)
         job, _ = jobs.create_or_attach(spec)
-        return {"id": job.id}
+        # The raw-SQL clients run take.sql with the service's parameters
+        # (they are spawned without Django, so they get them from here).
+        return {"id": job.id, "tail_window": TAIL_WINDOW}
 
     server = ServerProcess(dsn_url, workers=args.web_workers, extra_env={"DATABASE_CONN_MAX_AGE": "600"}).start()
     results = {}
