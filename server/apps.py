@@ -6,3 +6,6 @@ class ShardlineConfig(AppConfig):
     label = "shardline"
     verbose_name = "Shardline dispatch"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from . import checks  # noqa: F401  (registers the database checks)

@@ -63,6 +63,11 @@ class JobCollector:
             state.add_metric([row["name"], row["state"]], 1)
         yield items
         yield state
+        # Dead item rows slow the take until vacuum removes them (an alert on
+        # this growing without bound means autovacuum is off or cannot keep up).
+        dead = GaugeMetricFamily("shardline_item_dead_rows", "Dead row versions in the item table, as Postgres counts them.")
+        dead.add_metric([], selectors.item_dead_rows())
+        yield dead
 
 
 def render() -> bytes:

@@ -47,13 +47,26 @@ def epoch_counts(job: Job) -> list[dict]:
     return epochs
 
 
-def completed_in_window(job: Job, window: timedelta = RATE_WINDOW) -> int:
+def completed_in_window(job: Job) -> float:
+    """Completions in the last minute, from the per-minute rows (take.sql `rated`).
+
+    The minute before the current one counts for the part of it that lies
+    within the last 60 seconds (the sliding-window estimate): a few rows
+    read, however fast the job completes items.
+    """
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM shardline_item WHERE job_id = %s AND completed_at > now() - %s",
-            [job.id, window],
+            """
+            SELECT coalesce(sum(done) FILTER (WHERE minute = date_trunc('minute', now())), 0),
+                   coalesce(sum(done) FILTER (WHERE minute < date_trunc('minute', now())), 0),
+                   extract(epoch FROM now() - date_trunc('minute', now()))
+              FROM shardline_throughput
+             WHERE job_id = %s AND minute >= date_trunc('minute', now()) - interval '1 minute'
+            """,
+            [job.id],
         )
-        return cursor.fetchone()[0]
+        current, previous, into_minute = cursor.fetchone()
+    return float(current) + float(previous) * max(0.0, 60.0 - float(into_minute)) / 60.0
 
 
 def watermarks(job: Job) -> dict:
@@ -243,9 +256,9 @@ def throughput(job: Job, minutes: int = 30) -> list[tuple[datetime, int]]:
             SELECT minute, coalesce(n, 0)
               FROM generate_series(date_trunc('minute', now()) - (%(m)s - 1) * interval '1 minute',
                                    date_trunc('minute', now()), interval '1 minute') AS minute
-              LEFT JOIN (SELECT date_trunc('minute', completed_at) AS m, count(*) AS n
-                           FROM shardline_item
-                          WHERE job_id = %(job)s AND completed_at >= date_trunc('minute', now()) - (%(m)s - 1) * interval '1 minute'
+              LEFT JOIN (SELECT minute AS m, sum(done)::bigint AS n
+                           FROM shardline_throughput
+                          WHERE job_id = %(job)s AND minute >= date_trunc('minute', now()) - (%(m)s - 1) * interval '1 minute'
                           GROUP BY 1) AS c ON c.m = minute
              ORDER BY minute
             """,
@@ -298,3 +311,10 @@ def audit_page(job: Job, *, state=None, epoch=None, worker=None, page: int = 1, 
     start = (page - 1) * page_size
     rows = list(query[start:start + page_size + 1])
     return rows[:page_size], len(rows) > page_size
+
+
+def item_dead_rows() -> int:
+    """Dead row versions in shardline_item, from Postgres's statistics (0 before any are counted)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'shardline_item'), 0)")
+        return cursor.fetchone()[0]

@@ -24,6 +24,7 @@ def test_compose_defines_postgres_migrate_and_web():
     assert "healthz" in " ".join(web["healthcheck"]["test"])
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
     assert services["postgres"]["volumes"] == ["pgdata:/var/lib/postgresql/data"]
+    assert "autovacuum_naptime=10s" in services["postgres"]["command"]
     assert {"pgdata", "redisdata"} <= set(compose["volumes"])
 
 

@@ -27,6 +27,14 @@ WITH req AS (
     ON CONFLICT (job_id, epoch, shard) DO UPDATE
        SET leased = c.leased + EXCLUDED.leased,
            done = c.done + EXCLUDED.done
+), rated AS (
+    -- Completions per minute, as in take.sql.
+    INSERT INTO shardline_throughput AS t (job_id, minute, shard, done)
+    SELECT job_id, date_trunc('minute', now()), pg_backend_pid(), count(*)
+      FROM done
+     GROUP BY job_id
+    ON CONFLICT (job_id, minute, shard) DO UPDATE
+       SET done = t.done + EXCLUDED.done
 ), credited AS (
     UPDATE shardline_worker AS w
        SET items_done = w.items_done + d.n,

@@ -28,6 +28,8 @@
 --   counted    per-epoch counter deltas, in the row of this backend
 --              (pg_backend_pid): no two transactions share a counter row, so
 --              counters add no lock waits and no deadlocks to the hot path.
+--   rated      completions per minute (shardline_throughput, sharded like
+--              the counters) for the watermark rate and the throughput chart.
 --   events     the audit trail of expired leases.
 --   seen       the worker's last_seen.
 -- The final SELECT returns one row even when nothing was leased (none when
@@ -138,6 +140,13 @@ WITH req AS (
            leased = c.leased + EXCLUDED.leased,
            done = c.done + EXCLUDED.done,
            failed = c.failed + EXCLUDED.failed
+), rated AS (
+    INSERT INTO shardline_throughput AS t (job_id, minute, shard, done)
+    SELECT %(job)s, date_trunc('minute', now()), pg_backend_pid(), count(*)
+      FROM done
+    HAVING count(*) > 0
+    ON CONFLICT (job_id, minute, shard) DO UPDATE
+       SET done = t.done + EXCLUDED.done
 ), events AS (
     INSERT INTO shardline_event (job_id, item_id, kind, worker, message, at)
     SELECT %(job)s, id, 'expired', coalesce(worker, ''),

@@ -1,4 +1,7 @@
 import pytest
+from django.db import connection
+
+from server import checks
 
 from .helpers import create_job, take
 
@@ -21,6 +24,28 @@ def test_metrics_expose_job_gauges_and_lease_counters(client, worker_client, job
     assert f'shardline_job_items{{job="{job_name}",state="pending"}} 1.0' in body
     assert 'shardline_lease_operations_total{op="take",outcome="ok"}' in body
     assert "shardline_lease_operation_seconds_bucket" in body
+    # Postgres's own count of dead item rows (the same statistics snapshot
+    # within this test's transaction).
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'shardline_item'), 0)")
+        dead = cursor.fetchone()[0]
+    assert f"shardline_item_dead_rows {float(dead)}" in body
+
+
+@pytest.mark.smoke
+def test_the_database_check_warns_when_autovacuum_is_off():
+    # The machine's Postgres and the embedded one differ here: both are
+    # covered by `make test` (this test is in the smoke subset).
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('autovacuum')")
+        setting = cursor.fetchone()[0]
+    found = checks.autovacuum_is_on(databases=["default"])
+    if setting == "on":
+        assert found == []
+    else:
+        assert [warning.id for warning in found] == ["shardline.W001"]
+        assert "autovacuum" in found[0].msg
+    assert checks.autovacuum_is_on(databases=None) == []
 
 
 @pytest.mark.smoke

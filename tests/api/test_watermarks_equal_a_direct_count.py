@@ -3,6 +3,9 @@ import random
 import pytest
 from django.db import connection
 
+from server import selectors
+from server.models import Counter, Job
+
 from .helpers import create_job, take
 
 pytestmark = pytest.mark.django_db
@@ -44,6 +47,12 @@ def test_watermarks_match_the_items_after_a_random_mix_of_operations(worker_clie
         assert row["pending"] + row["leased"] + row["done"] + row["failed"] == row["total"]
     assert marks["total"] == 120
     assert marks["done"] == sum(c for (_e, s), c in expected.items() if s == "done")
+    # Completions per minute (piggybacked on takes and standalone alike) add
+    # up to the items done, and the 30-minute chart shows every one of them.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT coalesce(sum(done), 0) FROM shardline_throughput WHERE job_id = %s", [job["id"]])
+        assert cursor.fetchone()[0] == marks["done"]
+    assert sum(n for _minute, n in selectors.throughput(Job.objects.get(pk=job["id"]))) == marks["done"]
 
 
 def test_watermarks_report_rate_eta_and_live_workers(worker_client, job_name):
@@ -52,5 +61,16 @@ def test_watermarks_report_rate_eta_and_live_workers(worker_client, job_name):
     take(worker_client, job["id"], "w2", 1, complete=[{"id": l["id"], "token": l["token"]} for l in leases])
     marks = worker_client.get(f"/api/v1/jobs/{job['id']}/watermarks/").json()
     assert marks["done"] == 4 and marks["leased"] == 1 and marks["pending"] == 5
-    assert marks["rate_per_second"] > 0 and marks["eta_seconds"] > 0
+    # Four completions within the last minute (the previous minute's rows
+    # weighted by the part of it still inside the window).
+    assert abs(marks["rate_per_second"] * 60 - 4) < 0.1
+    assert marks["eta_seconds"] > 0
     assert marks["live_workers"] == 2 and marks["current_epoch"] == 0
+
+
+def test_counter_rows_hold_any_backend_pid(worker_client, job_name):
+    # Counter shards are pg_backend_pid(): up to 4,194,304 where a Linux
+    # host raises pid_max (the systemd default); a smallint stops at 32,767.
+    job = create_job(worker_client, job_name, ["/d/0"])
+    Counter.objects.create(job_id=job["id"], epoch=0, shard=4_194_304, pending=0, leased=0, done=0, failed=0)
+    assert worker_client.get(f"/api/v1/jobs/{job['id']}/watermarks/").json()["pending"] == 1
