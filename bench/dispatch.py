@@ -3,8 +3,9 @@
 Usage:  .venv/bin/python bench/dispatch.py [--clients 4] [--seconds 8] [--web-workers 4]
 
 Runs, in one process tree and one run so the ratios compare like with like:
-  raw-sql       C processes, each a psycopg connection running take.sql with
-                the previous lease's completion (what one HTTP request runs)
+  raw-sql       C processes, each a psycopg connection running take.sql, prepared
+                as the server runs it, with the previous lease's completion
+                (what one HTTP request runs)
   http-single   C processes, each POSTing /leases/ with count=1 and the previous
                 lease's completion piggybacked (one round trip per item), over
                 a kept-alive http.client connection
@@ -56,12 +57,16 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
 
     from server import sql
 
-    take_sql = sql.statement("take")
+    text, names = sql._numbered("take")
     latencies, items = [], 0
     held = []
     # Autocommit, the one statement the server runs for a take that carries
-    # the previous lease's completion.
+    # the previous lease's completion, prepared and executed as the server
+    # does (server/sql/__init__.py: PREPARE once, then EXECUTE with the values
+    # bound on the client, as Django binds them).
     with psycopg.connect(dsn, cursor_factory=psycopg.ClientCursor, autocommit=True) as conn:
+        conn.execute(f"PREPARE shardline_take AS {text}")
+        execute = f"EXECUTE shardline_take ({', '.join(['%s'] * len(names))})"
         time.sleep(max(0, start_at - time.time()))
         deadline = time.time() + seconds
         worker = f"raw-{os.getpid()}"
@@ -70,7 +75,7 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
             with conn.cursor() as cur:
                 params = {"job": job["id"], "worker": worker, "count": 1, "tail_window": job["tail_window"],
                           "ids": [h[0] for h in held], "tokens": [h[1] for h in held], "records": [None] * len(held)}
-                cur.execute(take_sql, params)
+                cur.execute(execute, [params[key] for key in names])
                 rows = cur.fetchall()
             items += len(rows[0][4])
             held = [(row[6], row[7]) for row in rows if row[6] is not None]

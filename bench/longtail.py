@@ -1,10 +1,10 @@
 """The long tail: static sharding vs Shardline vs the ideal, through the real stack.
 
-Usage:  .venv/bin/python bench/longtail.py [--workers 8] [--ideal-seconds 6] [--chart bench/longtail.png]
+Usage:  .venv/bin/python bench/longtail.py [--workers 8] [--ideal-seconds 6] [--factors 1,4,10] [--chart bench/longtail.png]
 
 K worker processes each lease items through the HTTP API with the SDK
 (`WorkQueue.items()`) and "process" an item by sleeping cost / speed. For each
-scenario and for num_slices = 1x, 4x and 10x the workers:
+scenario and for num_slices = 1x, 4x and 10x the workers (--factors):
 
   static   each worker reads its 1/K of the items (Dataset.shard: items i, i+K, ...);
            its busy time is computed from the same costs and speeds, with no
@@ -97,6 +97,7 @@ def main():
     parser.add_argument("--ideal-seconds", type=float, default=6.0)
     parser.add_argument("--chart", default=str(ROOT / "bench" / "longtail.png"))
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--factors", default="1,4,10", help="slices per worker to run, comma-separated (the chart is of the largest)")
     args = parser.parse_args()
 
     import django
@@ -114,6 +115,7 @@ def main():
     server = ServerProcess(database_url(settings.DATABASES["default"]), workers=4).start()
 
     k = args.workers
+    factors = [int(f) for f in args.factors.split(",")]
     rng = random.Random(2026)
     random_speeds = [round(rng.uniform(0.25, 1.0), 2) for _ in range(k)]
     scenarios = [
@@ -124,7 +126,7 @@ def main():
     rows, chart_data = [], None
     try:
         for label, kind, speeds in scenarios:
-            for factor in (1, 4, 10):
+            for factor in factors:
                 count = k * factor
                 raw = scenario_costs(kind, count, random.Random(factor))
                 scale = args.ideal_seconds * sum(speeds) / sum(raw)
@@ -145,8 +147,8 @@ def main():
                 print(f"{label:<42} {row['slices']:>10}  ideal {ideal:5.2f}s  static {static:6.2f}s ({static / ideal:4.2f}x)"
                       f"  whole-item bound {bound:5.2f}s ({bound / ideal:4.2f}x)"
                       f"  dynamic {dynamic:5.2f}s ({dynamic / ideal:4.2f}x)  items per worker {counts}", flush=True)
-                if kind == "equal" and factor == 10 and chart_data is None:
-                    chart_data = (label, static_busy, busy, ideal, static, dynamic)
+                if kind == "equal" and factor == max(factors) and chart_data is None:
+                    chart_data = (label, factor, static_busy, busy, ideal, static, dynamic)
     finally:
         server.stop()
 
@@ -167,7 +169,7 @@ def draw(data, path):
     except ImportError:
         print("matplotlib is not installed: no chart (pip install matplotlib)")
         return
-    label, static_busy, dynamic_busy, ideal, static, dynamic = data
+    label, factor, static_busy, dynamic_busy, ideal, static, dynamic = data
     workers = range(len(static_busy))
     fig, ax = plt.subplots(figsize=(8, 4), dpi=110)
     width = 0.4
@@ -176,7 +178,7 @@ def draw(data, path):
     ax.axhline(ideal, color="#2457c5", linestyle="--", label=f"ideal makespan {ideal:.1f}s")
     ax.set_xticks(list(workers), [f"w{w}" + (" (slow)" if w == 0 else "") for w in workers], fontsize=8)
     ax.set_ylabel("seconds")
-    ax.set_title(f"{label}, 10x slices: makespan static {static:.1f}s, Shardline {dynamic:.1f}s")
+    ax.set_title(f"{label}, {factor}x slices: makespan static {static:.1f}s, Shardline {dynamic:.1f}s")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)

@@ -158,6 +158,10 @@ SHARDLINE_DEFAULT_LEASE_TIMEOUT = env_int("SHARDLINE_DEFAULT_LEASE_TIMEOUT", 60,
 SHARDLINE_DEFAULT_MAX_ATTEMPTS = env_int("SHARDLINE_DEFAULT_MAX_ATTEMPTS", 3, minimum=1, maximum=100)
 SHARDLINE_MAX_TAKE = env_int("SHARDLINE_MAX_TAKE", 1000, minimum=1)
 SHARDLINE_TOKEN_CACHE_SECONDS = env_int("SHARDLINE_TOKEN_CACHE_SECONDS", 10, minimum=0)
+# The lease statements run as prepared statements of the session
+# (server/sql): off only behind a pooler that does not keep a session per
+# client (PgBouncer in transaction mode).
+SHARDLINE_PREPARED_STATEMENTS = env_bool("SHARDLINE_PREPARED_STATEMENTS", True)
 
 # Where the slicer may read works from: comma-separated local directories
 # and/or URL prefixes (s3://bucket/data/). Unset: anything the server's user

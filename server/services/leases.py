@@ -116,20 +116,18 @@ def _not_active(job_id: int, state: str, result: TakeResult) -> TakeResult:
 
 def _take_once(job_id: int, worker: str, count: int, completions=()) -> tuple[dict, list[Lease], int, list[int]]:
     """Runs take.sql: returns (job state and epochs, leases, leases reclaimed, completions accepted)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql.statement("take"),
-            {
-                "job": job_id,
-                "worker": worker,
-                "count": count,
-                "ids": [c.id for c in completions],
-                "tokens": [c.token for c in completions],
-                "records": [c.records for c in completions],
-                "tail_window": TAIL_WINDOW,
-            },
-        )
-        rows = cursor.fetchall()
+    rows = sql.run(
+        "take",
+        {
+            "job": job_id,
+            "worker": worker,
+            "count": count,
+            "ids": [c.id for c in completions],
+            "tokens": [c.token for c in completions],
+            "records": [c.records for c in completions],
+            "tail_window": TAIL_WINDOW,
+        },
+    )
     if not rows:
         raise NotFound(f"no job with id {job_id}")
     state, num_epochs, epochs_materialised, reclaimed, completed, deferred = rows[0][:6]
@@ -174,12 +172,8 @@ def _lost(completions, completed: list[int]) -> list[int]:
     missing = [c for c in completions if c.id not in accepted]
     if not missing:
         return []
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql.statement("already_done"),
-            {"ids": [c.id for c in missing], "tokens": [c.token for c in missing]},
-        )
-        repeated = {row[0] for row in cursor.fetchall()}
+    rows = sql.run("already_done", {"ids": [c.id for c in missing], "tokens": [c.token for c in missing]})
+    repeated = {row[0] for row in rows}
     completed += [c.id for c in missing if c.id in repeated]
     lost = [c.id for c in missing if c.id not in repeated]
     for lease_id in lost:
@@ -189,12 +183,10 @@ def _lost(completions, completed: list[int]) -> list[int]:
 
 def _complete(completions) -> tuple[list[int], list[int], set[int]]:
     """(completed ids, lost ids, jobs whose items were completed)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql.statement("complete"),
-            {"ids": [c.id for c in completions], "tokens": [c.token for c in completions], "records": [c.records for c in completions]},
-        )
-        rows = cursor.fetchall()
+    rows = sql.run(
+        "complete",
+        {"ids": [c.id for c in completions], "tokens": [c.token for c in completions], "records": [c.records for c in completions]},
+    )
     completed = [row[0] for row in rows]
     lost = _lost(completions, completed)
     metrics.LEASE_ITEMS.labels("complete").inc(len(completed))
@@ -213,9 +205,8 @@ def complete(lease_id: int, token: int, records: int | None = None) -> None:
 def fail(lease_id: int, token: int, error: str) -> dict:
     """Gives an item back with an error; returns its new state and attempts."""
     with metrics.timed("fail"):
-        with connection.cursor() as cursor:
-            cursor.execute(sql.statement("fail"), {"id": lease_id, "token": token, "error": error})
-            row = cursor.fetchone()
+        rows = sql.run("fail", {"id": lease_id, "token": token, "error": error})
+        row = rows[0] if rows else None
     if row is None:
         log.warning("failure refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "fail"})
         raise LeaseLost(f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours")
@@ -229,9 +220,7 @@ def fail(lease_id: int, token: int, error: str) -> dict:
 def extend(pairs: list[tuple[int, int]]) -> tuple[dict[int, datetime], list[int]]:
     """Heartbeat for (lease id, token) pairs: returns ({id: new expiry}, [lost ids])."""
     with metrics.timed("extend"):
-        with connection.cursor() as cursor:
-            cursor.execute(sql.statement("extend"), {"ids": [p[0] for p in pairs], "tokens": [p[1] for p in pairs]})
-            extended = dict(cursor.fetchall())
+        extended = dict(sql.run("extend", {"ids": [p[0] for p in pairs], "tokens": [p[1] for p in pairs]}))
     lost = [lease_id for lease_id, _token in pairs if lease_id not in extended]
     for lease_id in lost:
         log.warning("heartbeat refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "extend"})
