@@ -57,7 +57,7 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
 
     from server import sql
 
-    text, names = sql._numbered("take")
+    text, names = sql.numbered("take")
     latencies, items = [], 0
     held = []
     # Autocommit, the one statement the server runs for a take that carries

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -63,6 +65,7 @@ def _jobs_context(request) -> dict:
     return {
         "rows": [job_row(job, summaries[job.id]) for job in page_jobs],
         "state": state,
+        "query": urlencode({"state": state}) if state else "",
         "states": JobState.values,
         "page": page,
         "has_next": has_next,
@@ -203,7 +206,6 @@ def audit(request, job_id: int):
     page = _page_number(request)
     rows, has_next = selectors.audit_page(job, state=state, epoch=epoch, worker=worker, page=page)
     filters = {key: value for key, value in (("state", state), ("epoch", epoch), ("worker", worker)) if value is not None}
-    from urllib.parse import urlencode
 
     return render(
         request,

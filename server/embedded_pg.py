@@ -105,7 +105,10 @@ def ensure_running() -> dict:
 
 def _ensure_database(socket_dir: str, port: str) -> None:
     marker = data_dir() / ".shardline-database"
-    if marker.exists():
+    # The marker names what was set up, so a data directory made before a
+    # setting was added gets it on its next start.
+    done = f"{DATABASE_NAME}\nautovacuum_naptime={AUTOVACUUM_NAPTIME}\n"
+    if marker.exists() and marker.read_text() == done:
         return
     import psycopg
     from psycopg import errors
@@ -122,7 +125,7 @@ def _ensure_database(socket_dir: str, port: str) -> None:
                 conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
             except errors.DuplicateDatabase:
                 pass  # another process of the project created it at the same moment
-    marker.write_text(DATABASE_NAME + "\n")
+    marker.write_text(done)
 
 
 def _pg_ctl(*args: str, timeout: float = 60) -> None:

@@ -13,9 +13,6 @@ from django.utils import timezone
 
 from .models import FINAL_STATES, Item, Job, Worker
 
-RATE_WINDOW = timedelta(minutes=1)
-
-
 def epoch_counts(job: Job) -> list[dict]:
     """Per-epoch counts; epochs not materialised yet are all pending."""
     with connection.cursor() as cursor:
@@ -47,12 +44,12 @@ def epoch_counts(job: Job) -> list[dict]:
     return epochs
 
 
-def completed_in_window(job: Job) -> float:
-    """Completions in the last minute, from the per-minute rows (take.sql `rated`).
+def completion_rate(job: Job) -> float:
+    """Completions per second over the last minute, from the per-minute rows (take.sql `rated`).
 
     The minute before the current one counts for the part of it that lies
-    within the last 60 seconds (the sliding-window estimate): a few rows
-    read, however fast the job completes items.
+    within the last 60 seconds (the sliding-window estimate): two rows per
+    connection read, however fast the job completes items.
     """
     with connection.cursor() as cursor:
         cursor.execute(
@@ -66,14 +63,13 @@ def completed_in_window(job: Job) -> float:
             [job.id],
         )
         current, previous, into_minute = cursor.fetchone()
-    return float(current) + float(previous) * max(0.0, 60.0 - float(into_minute)) / 60.0
+    return (float(current) + float(previous) * max(0.0, 60.0 - float(into_minute)) / 60.0) / 60.0
 
 
 def watermarks(job: Job) -> dict:
     epochs = epoch_counts(job)
     totals = {key: sum(e[key] for e in epochs) for key in ("total", "pending", "leased", "done", "failed")}
-    recent = completed_in_window(job)
-    rate = recent / RATE_WINDOW.total_seconds()
+    rate = completion_rate(job)
     remaining = totals["pending"] + totals["leased"]
     if job.state in FINAL_STATES or remaining == 0:
         eta = 0.0 if job.state == "done" or remaining == 0 else None

@@ -27,7 +27,7 @@ def statement(name: str) -> str:
 
 
 @cache
-def _numbered(name: str) -> tuple[str, tuple[str, ...]]:
+def numbered(name: str) -> tuple[str, tuple[str, ...]]:
     """The statement with $1..$n for PREPARE, and the parameter names in that order."""
     names: list[str] = []
 
@@ -48,11 +48,11 @@ def run(name: str, params: dict) -> list[tuple]:
         if not settings.SHARDLINE_PREPARED_STATEMENTS:
             cursor.execute(statement(name), params)
             return cursor.fetchall() if cursor.description is not None else []
-        text, names = _numbered(name)
-        session = connection.connection
-        prepared = session.__dict__.setdefault("shardline_prepared", set())
+        text, names = numbered(name)
+        prepare = f"PREPARE shardline_{name} AS {text}"
+        prepared = connection.connection.__dict__.setdefault("shardline_prepared", set())
         if name not in prepared:
-            cursor.execute(f"PREPARE shardline_{name} AS {text}")
+            cursor.execute(prepare)
             prepared.add(name)
         execute = f"EXECUTE shardline_{name} ({', '.join(['%s'] * len(names))})"
         values = [params[key] for key in names]
@@ -63,6 +63,6 @@ def run(name: str, params: dict) -> list[tuple]:
             # again, once, where a failed statement did not end a transaction.
             if getattr(exc.__cause__, "sqlstate", None) != "26000" or connection.in_atomic_block:
                 raise
-            cursor.execute(f"PREPARE shardline_{name} AS {text}")
+            cursor.execute(prepare)
             cursor.execute(execute, values)
         return cursor.fetchall() if cursor.description is not None else []
