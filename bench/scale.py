@@ -54,7 +54,7 @@ def main():
     from django.db import connection
     from django.test import Client
 
-    from server import selectors
+    from server import progress
     from server.models import Job
     from server.services import accounts, jobs, leases
 
@@ -96,7 +96,7 @@ def main():
         times = []
         for _ in range(20):
             began = time.perf_counter()
-            selectors.watermarks(job)
+            progress.of(job).as_watermarks()
             times.append((time.perf_counter() - began) * 1000)
         return statistics.median(times)
 
@@ -121,7 +121,7 @@ def main():
     def drive(job, until_done):
         held = []
         while True:
-            done = selectors.watermarks(Job.objects.get(pk=job.id))["epochs"][0]["done"]
+            done = progress.of(Job.objects.get(pk=job.id)).epochs[0].done
             if done >= until_done:
                 break
             result = leases.take(job.id, "driver", 1000, held)

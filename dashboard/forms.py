@@ -4,7 +4,9 @@ dashboard and the REST API accept and refuse exactly the same jobs."""
 from django import forms
 from django.conf import settings
 
-from server.api.serializers import JobCreateSerializer
+from server import selectors
+from server.models import JobState
+from server.api.serializers import MAX_WORKER_LENGTH, JobCreateSerializer
 
 
 class JobForm(forms.Form):
@@ -45,3 +47,34 @@ class JobForm(forms.Form):
         elif not self.errors:
             self.spec = serializer.to_spec()
         return data
+
+
+class AuditFilterForm(forms.Form):
+    """The audit's filters, read from the URL (so a view can be shared and its CSV is the same selection)."""
+
+    state = forms.ChoiceField(
+        choices=[(value, value) for value in selectors.AUDIT_STATES], required=False,
+        help_text="completed: every item a worker finished, newest first.",
+    )
+    epoch = forms.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
+    worker = forms.CharField(max_length=MAX_WORKER_LENGTH, required=False, help_text="A worker name or its prefix.")
+    page = forms.IntegerField(min_value=1, required=False)
+
+    def filters(self) -> dict:
+        """state, epoch and worker as the selectors take them (completed when no state is given)."""
+        data = self.cleaned_data
+        return {"state": data["state"] or selectors.COMPLETED, "epoch": data["epoch"], "worker": data["worker"].strip() or None}
+
+
+# Sortable columns of the jobs list: "column" ascending, "-column" descending.
+JOB_SORT_COLUMNS = ("created", "name", "state", "elapsed")
+JOB_SORTS = [value for column in JOB_SORT_COLUMNS for value in (column, f"-{column}")]
+
+
+class JobsFilterForm(forms.Form):
+    """The jobs list's search, state filter, sort and page, read from the URL."""
+
+    q = forms.CharField(label="Search", max_length=200, required=False)
+    state = forms.ChoiceField(choices=[("", "all"), *JobState.choices], required=False)
+    sort = forms.ChoiceField(choices=[(value, value) for value in JOB_SORTS], required=False)
+    page = forms.IntegerField(min_value=1, required=False)

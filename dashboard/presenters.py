@@ -20,66 +20,202 @@ def duration(seconds: float | None) -> str:
     return f"{hours}h {minutes:02d}m"
 
 
-def job_row(job, summary: dict) -> dict:
-    """What the jobs table and the job header show for one job."""
-    total = summary["total"]
-    per_minute = summary.get("per_minute")
-    if per_minute is None:  # watermarks give a rate per second
-        per_minute = round(summary.get("rate_per_second", 0) * 60)
-    eta = summary.get("eta_seconds")
+def job_row(progress) -> dict:
+    """What the jobs table and the job header show for one job (a server.progress.JobProgress)."""
+    total = progress.total
+    rate = progress.rate_per_second
+    eta = progress.eta_seconds
     return {
-        "job": job,
+        "job": progress.job,
         "total": total,
-        "done": summary["done"],
-        "leased": summary["leased"],
-        "failed": summary["failed"],
-        "pending": summary["pending"],
-        "done_pct": _percent(summary["done"], total),
-        "leased_pct": _percent(summary["leased"], total),
-        "failed_pct": _percent(summary["failed"], total),
-        "per_minute": per_minute,
+        "done": progress.done,
+        "leased": progress.leased,
+        "failed": progress.failed,
+        "pending": progress.pending,
+        "expired": progress.expired,
+        "done_pct": _percent(progress.done, total),
+        "leased_pct": _percent(progress.leased, total),
+        "failed_pct": _percent(progress.failed, total),
+        # None (shown as a dash) once the job has ended: no rate, no workers.
+        "per_minute": None if rate is None else round(rate * 60),
         "eta": duration(eta) if eta is not None else "—",
-        "live_workers": summary["live_workers"],
+        "live_workers": progress.live_workers,
+        # selectors.jobs() annotates it: from the start to the end, or to now.
+        "elapsed": duration(progress.job.elapsed.total_seconds()) if progress.job.elapsed is not None else "—",
     }
+
+
+def queue_of(name: str) -> tuple[str, str]:
+    """(queue, run) of a job name: the SDK names a run's job ``name.RUN``."""
+    queue, dot, run = name.rpartition(".")
+    return (queue, run) if dot and queue else (name, "")
+
+
+def group_runs(rows: list[dict]) -> list[dict]:
+    """Rows grouped by queue (in the order of each queue's first row): the runs of one queue together."""
+    groups: dict[str, dict] = {}
+    for row in rows:
+        queue, run = queue_of(row["job"].name)
+        group = groups.setdefault(queue, {"queue": queue, "rows": []})
+        group["rows"].append({**row, "run": run})
+    return list(groups.values())
 
 
 MAX_EPOCH_BARS = 30
 
 
-def epoch_bars(epochs: list[dict]) -> dict:
+def epoch_bars(epochs) -> dict:
     """Stacked bars for the first epochs (and the current one); the rest are summed up in a line."""
     shown = epochs[:MAX_EPOCH_BARS]
     bars = []
     for e in shown:
-        total = e["total"]
         bars.append(
             {
-                **e,
-                "done_pct": _percent(e["done"], total),
-                "leased_pct": _percent(e["leased"], total),
-                "failed_pct": _percent(e["failed"], total),
-                "pending_pct": _percent(e["pending"], total),
+                **e.__dict__,
+                "done_pct": _percent(e.done, e.total),
+                "leased_pct": _percent(e.leased, e.total),
+                "failed_pct": _percent(e.failed, e.total),
+                "pending_pct": _percent(e.pending, e.total),
             }
         )
     return {"bars": bars, "hidden": len(epochs) - len(shown)}
 
 
-CHART_WIDTH, CHART_HEIGHT = 600, 120
+CHART_WIDTH, CHART_HEIGHT = 600, 170
+CHART_LEFT, CHART_BOTTOM, CHART_TOP = 44, 22, 8
+
+
+def _nice_ceiling(value: int) -> int:
+    """The smallest of 1, 2, 5 x 10^k that is >= value (so the axis reads in round numbers)."""
+    step = 1
+    while True:
+        for factor in (1, 2, 5):
+            if factor * step >= value:
+                return factor * step
+        step *= 10
 
 
 def throughput_chart(samples: list[tuple]) -> dict:
-    """An SVG polyline of items per minute (oldest on the left)."""
-    counts = [count for _minute, count in samples]
-    peak = max(counts, default=0)
-    step = CHART_WIDTH / max(len(counts) - 1, 1)
-    scale = (CHART_HEIGHT - 10) / peak if peak else 0
-    points = " ".join(f"{i * step:.1f},{CHART_HEIGHT - count * scale:.1f}" for i, count in enumerate(counts))
+    """Items per minute as an SVG line with axes: the complete minutes only.
+
+    The current minute is still filling up; drawn as a point it would look
+    like a drop at the right edge, so it is reported in words instead.
+    """
+    complete, current = samples[:-1], (samples[-1] if samples else None)
+    counts = [count for _minute, count in complete]
+    top = _nice_ceiling(max(counts, default=0) or 1)
+    plot_w, plot_h = CHART_WIDTH - CHART_LEFT - 4, CHART_HEIGHT - CHART_BOTTOM - CHART_TOP
+    step = plot_w / max(len(counts) - 1, 1)
+
+    def x(i: int) -> float:
+        return round(CHART_LEFT + i * step, 1)
+
+    def y(count: float) -> float:
+        return round(CHART_TOP + plot_h - count / top * plot_h, 1)
+
+    points = [
+        {"x": x(i), "y": y(count), "count": count, "label": minute.strftime("%H:%M"),
+         "left": round(x(i) - step / 2, 1), "width": round(step, 1)}
+        for i, (minute, count) in enumerate(complete)
+    ]
     return {
-        "points": points,
-        "peak": peak,
+        "points": " ".join(f"{p['x']},{p['y']}" for p in points),
+        "samples": points,
+        "y_ticks": [{"y": y(value), "value": value} for value in ((0, top // 2, top) if top >= 4 else (0, top))],
+        "x_ticks": [p for i, p in enumerate(points) if (len(points) - 1 - i) % 5 == 0],
+        "peak": max(counts, default=0),
         "last": counts[-1] if counts else 0,
+        "current": current[1] if current else 0,
         "minutes": len(counts),
         "width": CHART_WIDTH,
         "height": CHART_HEIGHT,
-        "samples": [(minute.strftime("%H:%M"), count) for minute, count in samples],
+        "left": CHART_LEFT,
+        "right": CHART_WIDTH - 4,
+        "bottom": CHART_TOP + plot_h,
+    }
+
+
+def item_timeline(history: list[dict], events) -> list[dict]:
+    """An item's leases (current and rolled back), restores and events in the order they happened."""
+    entries = [{**h, "at": h.get("at") or h.get("leased_at")} for h in history]
+    entries += [{"kind": e.kind, "event": True, "at": e.at, "worker": e.worker, "message": e.message} for e in events]
+    return sorted(entries, key=lambda entry: (entry["at"] is None, entry["at"]))
+
+
+TIMELINE_WIDTH, TIMELINE_LEFT, TIMELINE_ROW, TIMELINE_MAX_WORKERS = 600, 4, 14, 40
+
+
+def timeline_chart(data: dict) -> dict:
+    """Gantt rows, one per worker (in order of their first lease): a bar per lease, from lease to completion.
+
+    A lease still held runs to now. Idle gaps at the right edge are the
+    tail: workers that ran out of items while others still read.
+    """
+    start, end = data["start"], data["end"]
+    span = max((end - start).total_seconds(), 1.0)
+    plot_w = TIMELINE_WIDTH - TIMELINE_LEFT - 4
+
+    def x(moment) -> float:
+        return round(TIMELINE_LEFT + max(0.0, (moment - start).total_seconds()) / span * plot_w, 1)
+
+    by_worker: dict[str, list] = {}
+    for lease in sorted(data["leases"], key=lambda lease: lease["leased_at"]):
+        by_worker.setdefault(lease["worker"] or "?", []).append(lease)
+    names = list(by_worker)[:TIMELINE_MAX_WORKERS]
+    rows = []
+    for index, name in enumerate(names):
+        bars = []
+        for lease in by_worker[name]:
+            until = lease["completed_at"] or (data["now"] if lease["state"] == "leased" else end)
+            left = x(lease["leased_at"])
+            bars.append({
+                "id": lease["id"], "x": left, "width": max(1.0, round(x(until) - left, 1)),
+                "state": lease["state"], "item": lease["item"],
+                "from": lease["leased_at"], "until": until,
+                "seconds": round((until - lease["leased_at"]).total_seconds(), 1),
+            })
+        rows.append({"worker": name, "y": index * TIMELINE_ROW, "bars": bars, "count": len(bars)})
+    ticks = [
+        {"x": round(TIMELINE_LEFT + plot_w * i / 4, 1), "at": start + (end - start) * i / 4}
+        for i in range(5)
+    ]
+    return {
+        "rows": rows,
+        "hidden_workers": len(by_worker) - len(names),
+        "truncated": data["truncated"],
+        "width": TIMELINE_WIDTH,
+        "height": len(rows) * TIMELINE_ROW + 18,
+        "axis_y": len(rows) * TIMELINE_ROW + 2,
+        "row_height": TIMELINE_ROW - 3,
+        "ticks": ticks,
+        "start": start,
+        "end": end,
+    }
+
+
+CONNECT_MAX_WORKS = 10
+
+
+def connect_snippet(job, units: list[str], server_url: str) -> dict:
+    """How a training script attaches to this job: the environment and the ``WorkQueue(...)`` line.
+
+    ``name=<job name>, run=""`` names the job exactly (an empty run ignores
+    SHARDLINE_RUN). The spec must be the job's: the works (listed when there
+    are few and the job is not sliced, since a sliced job's units are its
+    slices), epochs, shuffle, seed, prefix and slices.
+    """
+    prefix = job.prefix or ""
+    if not job.num_slices and len(units) <= CONNECT_MAX_WORKS:
+        works = "[" + ", ".join(repr(unit[len(prefix):]) for unit in units) + "]"
+    else:
+        works = f"works  # the {job.works_count} works this job was created with, in the same order"
+    args = [works, f"num_epochs={job.num_epochs}", f"shuffle={job.shuffle}", f"seed={job.seed}"]
+    if job.prefix:
+        args.append(f"prefix={job.prefix!r}")
+    if job.num_slices:
+        args.append(f"num_slices={job.num_slices}")
+    args += [f"name={job.name!r}", 'run=""']
+    return {
+        "env": f"export SHARDLINE_URL={server_url}\nexport SHARDLINE_TOKEN=...  # a worker token: manage.py create_token NAME --role worker",
+        "code": "from worker_sdk import WorkQueue\n\nwork_queue = WorkQueue(\n    " + ",\n    ".join(args) + ",\n)",
     }

@@ -12,15 +12,15 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from server import selectors
+from server import progress, selectors
 from server.errors import InvalidTransition, JobSpecConflict, NotFound
-from server.models import ROLE_RANK, ItemState, JobState, Role
+from server.models import FINAL_STATES, ROLE_RANK, JobState, Role
 from server.services import jobs as job_service
 from server.services import retries, snapshots
 from server.services.accounts import role_of_user
 
-from .forms import JobForm
-from .presenters import epoch_bars, job_row, throughput_chart
+from .forms import JOB_SORT_COLUMNS, AuditFilterForm, JobForm, JobsFilterForm
+from .presenters import CONNECT_MAX_WORKS, connect_snippet, epoch_bars, group_runs, item_timeline, job_row, throughput_chart, timeline_chart
 
 PAGE_SIZE = 25
 
@@ -40,10 +40,11 @@ def _require(request, role: str) -> None:
 
 
 def _job_or_404(job_id: int):
-    try:
-        return job_service.get_job(job_id)
-    except NotFound:
-        raise Http404("no such job") from None
+    """The job, as the jobs list reads it (with ``elapsed``)."""
+    job = selectors.jobs().filter(pk=job_id).first()
+    if job is None:
+        raise Http404("no such job")
+    return job
 
 
 def _page_number(request) -> int:
@@ -53,36 +54,50 @@ def _page_number(request) -> int:
         return 1
 
 
-def _jobs_context(request) -> dict:
-    state = request.GET.get("state") or ""
-    if state not in JobState.values:
-        state = ""
-    page = _page_number(request)
-    page_jobs = list(selectors.jobs(state or None)[(page - 1) * PAGE_SIZE : page * PAGE_SIZE + 1])
+def _sort_header(column: str, sort: str, shown: dict) -> dict:
+    """A column header's link (ascending first; descending first for times) and its arrow."""
+    ascending, descending = column, f"-{column}"
+    first = descending if column in ("created", "elapsed") else ascending
+    following = ascending if sort == descending else descending if sort == ascending else first
+    arrow = "▲" if sort == ascending else "▼" if sort == descending else ""
+    return {"url": "?" + urlencode({**shown, "sort": following}), "arrow": arrow}
+
+
+def _jobs_context(request) -> tuple[dict, int]:
+    """The jobs list's context and status (400 when a filter cannot be applied: it is shown, not dropped)."""
+    form = JobsFilterForm(request.GET)
+    context = {"form": form, "groups": [], "states": JobState.values,
+               "can_create": _can(request, Role.WORKER)}
+    if not form.is_valid():
+        return context, 400
+    data = form.cleaned_data
+    state, search, sort, page = data["state"], data["q"].strip(), data["sort"] or "-created", data["page"] or 1
+    page_jobs = list(selectors.jobs(state or None, search or None, sort)[(page - 1) * PAGE_SIZE : page * PAGE_SIZE + 1])
     has_next = len(page_jobs) > PAGE_SIZE
     page_jobs = page_jobs[:PAGE_SIZE]
-    summaries = selectors.job_summaries(page_jobs)
-    return {
-        "rows": [job_row(job, summaries[job.id]) for job in page_jobs],
-        "state": state,
-        "query": urlencode({"state": state}) if state else "",
-        "states": JobState.values,
-        "page": page,
-        "has_next": has_next,
-        "can_create": _can(request, Role.WORKER),
-    }
+    progresses = progress.of_jobs(page_jobs)
+    shown = {key: value for key, value in (("q", search), ("state", state), ("sort", sort if sort != "-created" else "")) if value}
+    context.update(
+        groups=group_runs([job_row(progresses[job.id]) for job in page_jobs]),
+        state=state, search=search, sort=sort, query=urlencode(shown),
+        sort_headers={column: _sort_header(column, sort, shown) for column in JOB_SORT_COLUMNS},
+        page=page, has_next=has_next,
+    )
+    return context, 200
 
 
 @login_required
 def jobs_list(request):
     _require(request, Role.VIEWER)
-    return render(request, "dashboard/jobs_list.html", _jobs_context(request))
+    context, status = _jobs_context(request)
+    return render(request, "dashboard/jobs_list.html", context, status=status)
 
 
 @login_required
 def jobs_table(request):
     _require(request, Role.VIEWER)
-    return render(request, "dashboard/_jobs_table.html", _jobs_context(request))
+    context, status = _jobs_context(request)
+    return render(request, "dashboard/_jobs_table.html", context, status=status)
 
 
 @login_required
@@ -102,13 +117,12 @@ def job_create(request):
 
 
 def _job_context(request, job) -> dict:
-    marks = selectors.watermarks(job)
+    job_progress = progress.of(job)
     return {
         "job": job,
-        "marks": marks,
-        "summary": job_row(job, marks),
-        "epochs": epoch_bars(marks["epochs"]),
-        "chart": throughput_chart(selectors.throughput(job)),
+        "summary": job_row(job_progress),
+        "epochs": epoch_bars(job_progress.epochs),
+        "chart": throughput_chart(selectors.throughput(job, minutes=31)),  # 30 complete minutes and the current one
         "workers": selectors.workers_with_health(job),
         "failures": selectors.recent_failures(job),
         "can_act": _can(request, Role.ADMIN),
@@ -134,7 +148,22 @@ def _actions(job) -> list[tuple[str, str]]:
 @login_required
 def job_detail(request, job_id: int):
     _require(request, Role.VIEWER)
-    return render(request, "dashboard/job_detail.html", _job_context(request, _job_or_404(job_id)))
+    job = _job_or_404(job_id)
+    connect = None
+    if job.state not in FINAL_STATES:
+        units = selectors.unit_names(job, limit=CONNECT_MAX_WORKS + 1)
+        connect = connect_snippet(job, units, request.build_absolute_uri("/").rstrip("/"))
+    return render(request, "dashboard/job_detail.html", {**_job_context(request, job), **_timeline_context(job), "connect": connect})
+
+
+def _timeline_context(job) -> dict:
+    return {"job": job, "timeline": timeline_chart(selectors.timeline(job)), "holdings": selectors.holdings(job)}
+
+
+@login_required
+def job_timeline(request, job_id: int):
+    _require(request, Role.VIEWER)
+    return render(request, "dashboard/_timeline.html", _timeline_context(_job_or_404(job_id)))
 
 
 @login_required
@@ -193,31 +222,31 @@ def snapshot_restore(request, job_id: int, snapshot_id: int):
 def audit(request, job_id: int):
     _require(request, Role.VIEWER)
     job = _job_or_404(job_id)
-    state = request.GET.get("state") or None
-    if state not in ItemState.values:
-        state = None
-    worker = (request.GET.get("worker") or "").strip() or None
-    try:
-        epoch = int(request.GET["epoch"]) if request.GET.get("epoch", "") != "" else None
-    except ValueError:
-        epoch = None
-    if epoch is not None and not 0 <= epoch < 2**31:
-        epoch = None
-    page = _page_number(request)
-    rows, has_next = selectors.audit_page(job, state=state, epoch=epoch, worker=worker, page=page)
-    filters = {key: value for key, value in (("state", state), ("epoch", epoch), ("worker", worker)) if value is not None}
-
-    return render(
-        request,
-        "dashboard/audit.html",
-        {
-            "job": job,
-            "rows": rows,
-            "page": page,
-            "has_next": has_next,
-            "filters": filters,
-            "query": urlencode(filters),
-            "states": ItemState.values,
-            "csv_url": reverse("job-items", args=[job.id]) + "?" + urlencode({**filters, "format": "csv"}),
-        },
+    form = AuditFilterForm(request.GET)
+    context = {"job": job, "form": form, "rows": [], "states": selectors.AUDIT_STATES}
+    if not form.is_valid():
+        # A filter that cannot be applied is said, not silently dropped.
+        return render(request, "dashboard/audit.html", context, status=400)
+    filters = form.filters()
+    page = form.cleaned_data["page"] or 1
+    rows, has_next = selectors.audit_page(job, page=page, **filters)
+    shown = {key: value for key, value in filters.items() if value is not None}
+    context.update(
+        rows=rows, page=page, has_next=has_next, filters=shown, query=urlencode(shown),
+        csv_url=reverse("job-items", args=[job.id]) + "?" + urlencode({**shown, "format": "csv"}),
     )
+    return render(request, "dashboard/audit.html", context)
+
+
+@login_required
+def item_detail(request, job_id: int, item_id: int):
+    _require(request, Role.VIEWER)
+    job = _job_or_404(job_id)
+    item = selectors.items(job).filter(pk=item_id).first()
+    if item is None:
+        raise Http404("no such item in this job")
+    return render(request, "dashboard/item.html", {
+        "job": job,
+        "item": item,
+        "history": item_timeline(snapshots.item_history(job.id, item.id)["history"], selectors.item_events(job, item.id)),
+    })

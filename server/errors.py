@@ -62,6 +62,13 @@ class JobFailed(ShardlineError):
     code = "job_failed"
 
 
+class JobCancelled(ShardlineError):
+    """The job was cancelled: its workers must stop, and not as if they had read everything."""
+
+    status = 409
+    code = "job_cancelled"
+
+
 class ServiceUnavailable(ShardlineError):
     status = 503
     code = "unavailable"

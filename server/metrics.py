@@ -53,16 +53,24 @@ class JobCollector:
     """Per-job item gauges for jobs that are not finished (and ones finished in the last hour)."""
 
     def collect(self):
-        from . import selectors
+        from . import progress, selectors
 
-        items = GaugeMetricFamily("shardline_job_items", "Items of a job by state (all epochs).", labels=["job", "state"])
+        items = GaugeMetricFamily(
+            "shardline_job_items", "Items of a job by state (all epochs; expired leases count as pending).",
+            labels=["job", "state"],
+        )
         state = GaugeMetricFamily("shardline_job_state", "1 for the current state of a job.", labels=["job", "state"])
-        for row in selectors.job_totals_for_metrics():
-            for key in ("pending", "leased", "done", "failed"):
-                items.add_metric([row["name"], key], row[key])
-            state.add_metric([row["name"], row["state"]], 1)
+        workers = GaugeMetricFamily("shardline_job_live_workers", "Workers of a running job seen recently.", labels=["job"])
+        for job_progress in progress.of_jobs(selectors.jobs_for_metrics()).values():
+            name = job_progress.job.name
+            for key in progress.COUNTS:
+                items.add_metric([name, key], getattr(job_progress, key))
+            state.add_metric([name, job_progress.job.state], 1)
+            if job_progress.live_workers is not None:
+                workers.add_metric([name], job_progress.live_workers)
         yield items
         yield state
+        yield workers
         # Dead item rows slow the take until vacuum removes them (an alert on
         # this growing without bound means autovacuum is off or cannot keep up).
         dead = GaugeMetricFamily("shardline_item_dead_rows", "Dead row versions in the item table, as Postgres counts them.")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import BooleanField, DurationField, ExpressionWrapper, F, Func, Q, Value
+from django.db.models.functions import Greatest, Now
 
 
 class Role(models.TextChoices):
@@ -197,14 +198,48 @@ class Throughput(models.Model):
         db_table = "shardline_throughput"
 
 
+def _seen_within_liveness() -> Q:
+    """A worker is live while it was seen (a take, a heartbeat) within twice its
+    job's lease timeout, and at least 30 s: a worker holding leases heartbeats
+    every third of the timeout, an idle one polls at least every few seconds."""
+    window = Func(
+        Greatest(F("job__lease_timeout") * 2, Value(30.0)),
+        template="make_interval(secs => %(expressions)s)", output_field=DurationField(),
+    )
+    return Q(last_seen__gt=Now() - window)
+
+
+class WorkerQuerySet(models.QuerySet):
+    def live(self):
+        return self.filter(_seen_within_liveness())
+
+    def with_liveness(self):
+        """Each worker with ``is_live``."""
+        return self.annotate(is_live=ExpressionWrapper(_seen_within_liveness(), output_field=BooleanField()))
+
+
 class Worker(models.Model):
+    """A name that leases items of a job: one process of a training run (host:pid:task by default).
+
+    ``consumer`` is the process whose training loop uses what this worker
+    reads: its own name, or for a DataLoader's loader processes the main
+    process's. ``waiting_since`` is set while the worker waits at the end of
+    the queue (its take found nothing, or its process is waiting on another
+    queue): leases held by a consumer that waits are not worth waiting for,
+    since that consumer may be waiting on us (see leases.take).
+    """
+
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="workers", db_index=False)
     name = models.CharField(max_length=255)
+    consumer = models.CharField(max_length=255, blank=True, default="")
+    waiting_since = models.DateTimeField(null=True, blank=True)
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField()
     items_done = models.BigIntegerField(default=0)
     items_failed = models.BigIntegerField(default=0)
     busy_seconds = models.FloatField(default=0.0, help_text="Sum of lease-to-completion times of its items.")
+
+    objects = WorkerQuerySet.as_manager()
 
     class Meta:
         db_table = "shardline_worker"

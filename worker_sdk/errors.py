@@ -21,8 +21,16 @@ class ConnectionError(ShardlineError, builtins.ConnectionError):
 class APIError(ShardlineError):
     """The server answered with an error. ``status``, ``code`` and ``message`` come from its JSON body."""
 
-    def __init__(self, status: int, code: str, message: str, body: dict | None = None):
-        super().__init__(f"{message} (HTTP {status}, {code})")
+    default_code = "error"
+
+    def __init__(self, status: int | str, code: str = "", message: str = "", body: dict | None = None):
+        if isinstance(status, str) and not code:
+            # Rebuilt from its text alone: a DataLoader re-raises a loader
+            # process's exception as ``type(text)``, and keeps its class so.
+            status, code, message = 0, self.default_code, status
+            super().__init__(message)
+        else:
+            super().__init__(f"{message} (HTTP {status}, {code})")
         self.status = status
         self.code = code
         self.message = message
@@ -36,9 +44,13 @@ class AuthError(APIError):
 class LeaseLostError(APIError):
     """The lease is no longer ours: it expired and went to another worker, or the job was restored."""
 
+    default_code = "lease_lost"
+
 
 class JobSpecConflictError(APIError):
     """A job with this name exists with another spec; ``fields`` names the differences."""
+
+    default_code = "job_spec_conflict"
 
     @property
     def fields(self) -> list[str]:
@@ -48,12 +60,21 @@ class JobSpecConflictError(APIError):
 class JobFailedError(APIError):
     """The job failed on the server (for example, slicing found a missing file)."""
 
+    default_code = "job_failed"
 
-_BY_CODE = {
-    "lease_lost": LeaseLostError,
-    "job_spec_conflict": JobSpecConflictError,
-    "job_failed": JobFailedError,
-}
+
+class JobCancelledError(APIError):
+    """The job was cancelled (from the dashboard or the API): the message names who cancelled it and when.
+
+    Raised by every way of reading a queue, so that a training script never
+    ends as if it had read everything (TensorFlow's OutOfRangeError is for a
+    real end only).
+    """
+
+    default_code = "job_cancelled"
+
+
+_BY_CODE = {cls.default_code: cls for cls in (LeaseLostError, JobSpecConflictError, JobFailedError, JobCancelledError)}
 
 
 def from_response(status: int, body: dict) -> APIError:

@@ -11,47 +11,31 @@ reads those items.
 from __future__ import annotations
 
 import atexit
-import collections
 import hashlib
 import json
 import logging
 import os
-import random
 import re
 import socket
 import sys
 import threading
-import time
+import traceback
 import warnings
 import weakref
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from . import errors
 from .client import Client
+from .leaser import Leaser
+from .stream import QueueExhausted, Stream, exhausted_message
 from .transport import Transport
 
 log = logging.getLogger("worker_sdk")
 
+# QueueExhausted and exhausted_message are part of this module's surface.
+__all__ = ["WorkQueue", "QueueExhausted", "exhausted_message", "default_worker_name", "job_name_for"]
+
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-class QueueExhausted(errors.ShardlineError):
-    """Every item of the queue has been taken (TensorFlow paths raise OutOfRangeError instead)."""
-
-
-@dataclass
-class Lease:
-    id: int
-    token: int
-    item: str
-    epoch: int
-    position: int
-    offset: int | None = None  # a slice's first byte: readers seek straight to it
-
-
-def exhausted_message(name: str) -> str:
-    return f"All works in work queue {name} are taken."
 
 
 def default_worker_name() -> str:
@@ -71,158 +55,6 @@ def job_name_for(name: str, run: str | None) -> str:
     if run:
         base = f"{base}.{_NAME_UNSAFE.sub('-', run).strip('-')}"
     return base[:200]
-
-
-class _Leaser:
-    """A process's connection to one job: takes, completes, fails, and heartbeats held leases."""
-
-    def __init__(self, client: Client, job_id: int, worker: str, lease_timeout: float, name: str):
-        self.client = client
-        self.job_id = job_id
-        self.worker = worker
-        self.name = name
-        self.held: dict[int, Lease] = {}
-        self.lock = threading.Lock()
-        self._stop = threading.Event()
-        self._reported_lost: set[int] = set()
-        self.interval = max(0.2, lease_timeout / 3)
-        self._thread = threading.Thread(target=self._heartbeat, name=f"shardline-heartbeat-{name}", daemon=True)
-        self._thread.start()
-
-    def take(self, complete: list[Lease]) -> tuple[list[Lease], dict]:
-        """Completes ``complete`` and leases one item, in one request: (new leases, the server's answer)."""
-        body = [{"id": lease.id, "token": lease.token} for lease in complete]
-        result = self.client.take(self.job_id, self.worker, 1, body)
-        leases = [
-            Lease(raw["id"], raw["token"], raw["item"], raw["epoch"], raw["position"], raw.get("offset"))
-            for raw in result["leases"]
-        ]
-        with self.lock:
-            for lease in complete:
-                self.held.pop(lease.id, None)
-            for lease in leases:
-                self.held[lease.id] = lease
-        for lease_id in result.get("lost", []):
-            self._lost(lease_id, "its completion was refused")
-        return leases, result
-
-    def complete(self, leases: list[Lease]) -> None:
-        for lease in leases:
-            with self.lock:
-                self.held.pop(lease.id, None)
-            try:
-                self.client.complete(lease.id, lease.token)
-            except errors.LeaseLostError:
-                self._lost(lease.id, "its completion was refused")
-
-    def fail(self, leases: list[Lease], error: str) -> None:
-        for lease in leases:
-            with self.lock:
-                self.held.pop(lease.id, None)
-            try:
-                self.client.fail(lease.id, lease.token, error)
-            except errors.LeaseLostError:
-                self._lost(lease.id, "its failure report was refused")
-
-    def _lost(self, lease_id: int, why: str) -> None:
-        if lease_id not in self._reported_lost:
-            self._reported_lost.add(lease_id)
-            log.warning(
-                "work queue %s: lease %s was lost (%s): it expired and went to another worker, "
-                "or the job was restored; it is not counted twice",
-                self.name, lease_id, why,
-            )
-
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(self.interval):
-            with self.lock:
-                pairs = [(lease.id, lease.token) for lease in self.held.values()]
-            if not pairs:
-                continue
-            try:
-                result = self.client.extend(pairs)
-            except errors.ShardlineError as exc:
-                log.warning("work queue %s: heartbeat failed: %s", self.name, exc)
-                continue
-            for lease_id in result.get("lost", []):
-                with self.lock:
-                    self.held.pop(lease_id, None)
-                self._lost(lease_id, "the heartbeat was refused")
-
-    def stop(self) -> None:
-        self._stop.set()
-
-
-class _Stream:
-    """One consumer's run of leases.
-
-    ``lag`` is how many of its newest leases a consumer may still be reading
-    when it asks for another: 1 for a loop that handles one item at a time,
-    2 for input_producer's queue (one item buffered, one in the reader).
-    Older leases are completed with the next take, in the same request.
-    """
-
-    def __init__(self, queue: "WorkQueue", lag: int = 1):
-        self.queue = queue
-        self.lag = lag
-        self.open: collections.deque[Lease] = collections.deque()
-        self.done = False
-        queue._streams.add(self)
-        queue._all_streams.add(self)
-
-    def next(self) -> Lease:
-        if self.done:
-            raise QueueExhausted(exhausted_message(self.queue.name))
-        leaser = self.queue._leaser()
-        finished = []
-        while len(self.open) >= self.lag:
-            finished.append(self.open.popleft())
-        while True:
-            leases, result = leaser.take(finished)
-            finished = []
-            if leases:
-                self.open.append(leases[0])
-                return leases[0]
-            # Only this process's own leases are left: nothing will come back
-            # unless they fail, so this consumer is at its end (the leases it
-            # still reads are completed when it finishes).
-            # (Only if every lease the server counts as ours is one this
-            # process knows of: a lease whose take response was lost is
-            # waited out, so that its expiry hands the item to a worker.)
-            ours_known = (result.get("leased_by_you") or 0) <= len(leaser.held)
-            if result["exhausted"] or (result.get("leased_by_others") == 0 and self.open and ours_known):
-                self.done = True
-                if not self.open:
-                    self.queue._streams.discard(self)
-                raise QueueExhausted(exhausted_message(self.queue.name))
-            # Jitter keeps the idle workers at the end of a job from polling in step.
-            time.sleep((result["retry_after"] or 0.05) * random.uniform(0.5, 1.0))
-
-    def settle(self, lease: Lease, error: str | None = None) -> None:
-        """One lease is finished (or failed with ``error``), whatever its place in the stream."""
-        try:
-            self.open.remove(lease)
-        except ValueError:
-            return
-        leaser = self.queue._leaser()
-        if error is None:
-            leaser.complete([lease])
-        else:
-            leaser.fail([lease], error)
-
-    def finish(self) -> None:
-        """The consumer read everything it was given: complete what is open."""
-        leases, self.open = list(self.open), collections.deque()
-        if leases:
-            self.queue._leaser().complete(leases)
-        self.queue._streams.discard(self)
-
-    def abort(self, error: str) -> None:
-        """The consumer stopped in the middle: give its open items back for another attempt."""
-        leases, self.open = list(self.open), collections.deque()
-        if leases:
-            self.queue._leaser().fail(leases, error)
-        self.queue._streams.discard(self)
 
 
 class WorkQueue:
@@ -289,12 +121,15 @@ class WorkQueue:
         self._client = Client(self._transport)
         self._job: dict | None = None
         self._state_lock = threading.Lock()
-        self._leaser_obj: _Leaser | None = None
+        # The process that uses what this queue reads (the torch adapter's
+        # loader processes read for their main process); default: the worker.
+        self.consumer: str | None = None
+        self._leaser_obj: Leaser | None = None
         self._leaser_pid: int | None = None
-        self._streams: weakref.WeakSet = weakref.WeakSet()
-        # Every stream of this process, finished or not: a restore re-opens them all.
-        self._all_streams: weakref.WeakSet = weakref.WeakSet()
-        self._default: _Stream | None = None
+        # Every stream of this process, ended or not: close() acknowledges
+        # what ended ones still hold, a restore re-opens them all.
+        self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
+        self._default: Stream | None = None
         _register(self)
         if "tensorflow" in sys.modules:
             # TensorFlow is loaded already: make the queue trackable, so that
@@ -360,32 +195,37 @@ class WorkQueue:
             )
         return job
 
-    def _leaser(self) -> _Leaser:
+    def _leaser(self) -> Leaser:
         # One leaser (and heartbeat thread) per process: after a fork (a
         # DataLoader worker) the child starts its own under its own name.
         pid = os.getpid()
         if self._leaser_obj is None or self._leaser_pid != pid:
             job = self.job
-            worker = self.worker or default_worker_name()
+            worker = self._worker_name()
             if self._leaser_pid is not None and self._leaser_pid != pid:
                 self._streams = weakref.WeakSet()
-                self._all_streams = weakref.WeakSet()
                 self._default = None
-            self._leaser_obj = _Leaser(self._client, job["id"], worker, float(job["lease_timeout"]), self.name)
+            self._leaser_obj = Leaser(
+                self._client, job["id"], worker, self.consumer or worker, float(job["lease_timeout"]), self.name
+            )
             self._leaser_pid = pid
         return self._leaser_obj
+
+    def stream(self, lag: int = 1) -> Stream:
+        """A new consumer of this queue (see worker_sdk.stream)."""
+        stream = Stream(self._leaser, self.name, lag)
+        self._streams.add(stream)
+        return stream
 
     def __getstate__(self):
         # TensorFlow's tracking attributes (``_self_*``) stay in this process.
         state = {k: v for k, v in self.__dict__.items() if not k.startswith("_self_")}
-        state.update(_leaser_obj=None, _leaser_pid=None, _streams=None, _all_streams=None, _default=None,
-                     _state_lock=None)
+        state.update(_leaser_obj=None, _leaser_pid=None, _streams=None, _default=None, _state_lock=None)
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._streams = weakref.WeakSet()
-        self._all_streams = weakref.WeakSet()
         self._state_lock = threading.Lock()
         _register(self)
 
@@ -397,7 +237,7 @@ class WorkQueue:
         If the loop stops early (break, an exception), the item in hand is
         given back as failed, so another attempt reads it.
         """
-        stream = _Stream(self, lag=1)
+        stream = self.stream()
         try:
             while True:
                 try:
@@ -415,7 +255,7 @@ class WorkQueue:
 
         Raises QueueExhausted when every item has been taken.
         """
-        stream = _Stream(self, lag=1)
+        stream = self.stream()
         stream.next()
         try:
             yield stream.open[-1].item
@@ -489,15 +329,10 @@ class WorkQueue:
         # The server fenced every lease: forget them here, so that nothing is
         # completed (or heartbeated) with a dead token, and let finished
         # consumers read again from the snapshot's position.
-        leaser = self._leaser_obj if self._leaser_pid == os.getpid() else None
-        if leaser is not None:
-            with leaser.lock:
-                leaser._reported_lost.update(leaser.held)
-                leaser.held.clear()
-        for stream in list(self._all_streams):
-            stream.open.clear()
-            stream.done = False
-            self._streams.add(stream)
+        if self._leaser_obj is not None and self._leaser_pid == os.getpid():
+            self._leaser_obj.forget_all()
+        for stream in list(self._streams):
+            stream.reset()
 
     def checkpoint_state(self) -> bytes:
         """What a checkpoint stores (besides the spec digest): a fresh snapshot of the job."""
@@ -538,12 +373,14 @@ class WorkQueue:
         return checkpoint.register_saveable(self)
 
     def close(self) -> None:
-        """Completes items still held by consumers that ended normally, and stops the heartbeat."""
+        """Acknowledges items still held by consumers that reached their end, and stops the heartbeat."""
+        if self._leaser_obj is None or self._leaser_pid != os.getpid():
+            return
         for stream in list(self._streams):
-            if stream.done:
+            if stream.ended:
                 stream.finish()
-        if self._leaser_obj is not None and self._leaser_pid == os.getpid():
-            self._leaser_obj.stop()
+        self._leaser_obj.flush()
+        self._leaser_obj.stop()
 
     # -- TensorFlow (imported only here) --------------------------------------
 
@@ -584,40 +421,34 @@ class WorkQueue:
 
         return tf_support.add_summary(self)
 
-    def _default_stream(self) -> _Stream:
+    def _default_stream(self) -> Stream:
         if self._default is None or self._leaser_pid != os.getpid():
             self._leaser()
-            self._default = _Stream(self, lag=1)
+            self._default = self.stream()
         return self._default
 
 
 # -- process exit ---------------------------------------------------------------
 
 _queues: "weakref.WeakSet[WorkQueue]" = weakref.WeakSet()
-_crashed = False
 
 
 def _register(queue: WorkQueue) -> None:
     _queues.add(queue)
 
 
-def _note_crash(hook):
-    def excepthook(*args):
-        global _crashed
-        _crashed = True
-        return hook(*args)
-
-    return excepthook
-
-
-sys.excepthook = _note_crash(sys.excepthook)
-
-
 @atexit.register
 def _close_queues():
-    # A normal exit means the readers finished: complete what they hold. After
-    # an uncaught exception the items are left to expire and be read again.
-    if _crashed:
+    # A normal exit means the readers finished: acknowledge what they hold.
+    # After an uncaught exception (the interpreter keeps it in sys.last_value)
+    # the items are left to expire and be read again.
+    if getattr(sys, "last_value", None) is not None:
+        # The printed traceback's frames still hold what the script was
+        # iterating, e.g. a tf.data iterator over input_dataset(). Destroyed
+        # later, during interpreter shutdown, its finalizer waits for a Python
+        # callback that can no longer run and the process hangs (1 exit in 4
+        # on two busy cores). Released now, it is destroyed while Python runs.
+        traceback.clear_frames(sys.last_traceback)
         return
     for queue in list(_queues):
         try:

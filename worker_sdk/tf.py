@@ -13,7 +13,8 @@ import time
 import numpy as np
 
 from ._tf_import import require
-from .queue import QueueExhausted, WorkQueue, _Stream, exhausted_message
+from .queue import WorkQueue
+from .stream import QueueExhausted, Stream, exhausted_message
 
 tf = require("WorkQueue's TensorFlow methods")
 
@@ -28,25 +29,22 @@ def _track(queue: WorkQueue) -> None:
         checkpoint.register_saveable(queue)
 
 
-def _out_of_range(queue: WorkQueue):
-    return tf.errors.OutOfRangeError(None, None, exhausted_message(queue.name))
-
-
-def _next_bytes(stream: _Stream) -> bytes:
+def _next_bytes(stream: Stream) -> bytes:
     try:
         return stream.next().item.encode()
     except QueueExhausted:
-        raise _out_of_range(stream.queue) from None
+        raise tf.errors.OutOfRangeError(None, None, exhausted_message(stream.name)) from None
 
 
-def _py_take(stream: _Stream) -> bytes:
+def _py_take(stream: Stream) -> bytes:
     # Inside py_func only StopIteration becomes an OutOfRangeError (which a
     # QueueRunner and MonitoredSession treat as the end of input); any other
-    # exception class would arrive as UnknownError.
+    # exception, JobCancelledError included, arrives as an UnknownError whose
+    # message starts with its class name: never mistaken for the end.
     try:
         return stream.next().item.encode()
     except QueueExhausted:
-        raise StopIteration(exhausted_message(stream.queue.name)) from None
+        raise StopIteration(exhausted_message(stream.name)) from None
 
 
 def take(queue: WorkQueue):
@@ -54,7 +52,7 @@ def take(queue: WorkQueue):
     if tf.executing_eagerly():
         # Each call hands over the next item; the previous one is done.
         return tf.constant(_next_bytes(queue._default_stream()))
-    stream = _Stream(queue, lag=1)
+    stream = queue.stream()
     with tf.name_scope(queue.name):
         work = tf.compat.v1.py_func(lambda: _py_take(stream), [], tf.string, stateful=True, name="take")
     work.set_shape([])
@@ -66,7 +64,7 @@ def input_dataset(queue: WorkQueue):
     def generate():
         # A new stream per iteration of the dataset: each element is completed
         # when the dataset's consumer (TextLineDataset, a map...) pulls the next.
-        stream = _Stream(queue, lag=1)
+        stream = queue.stream()
         try:
             while True:
                 try:
@@ -84,11 +82,14 @@ def input_producer(queue: WorkQueue):
     _track(queue)
     if tf.executing_eagerly():
         raise RuntimeError("input_producer() builds a queue runner for TF1 graphs; use input_dataset() eagerly")
-    # The runner leases item k+2 only after the reader took item k+1 from the
-    # capacity-1 queue, i.e. once it has finished item k: so a lease is
-    # completed two takes later (lag 2). The last two are completed when the
-    # session's readers finish (WorkQueue.close(), run at normal exit).
-    stream = _Stream(queue, lag=2)
+    # The runner's take of item k+3 runs right after its enqueue of item k+2
+    # went through, i.e. once the reader dequeued item k+1 from the capacity-1
+    # queue, which it does only when it has finished item k: so item k is
+    # acknowledged with the take of k+3 (lag 3). At the end the stream holds
+    # the items still in the reader and the queue; they are acknowledged when
+    # the session's readers have finished (WorkQueue.close(), run at normal
+    # exit), and meanwhile the server knows this worker is at its end.
+    stream = queue.stream(lag=3)
     with tf.name_scope(queue.name):
         work = tf.compat.v1.py_func(lambda: _py_take(stream), [], tf.string, stateful=True, name="take")
         work.set_shape([])
@@ -143,40 +144,10 @@ def add_summary(queue: WorkQueue):
 
 def interleaved_dataset(queue: WorkQueue, reader, cycle_length: int, block_length: int, output_signature):
     from . import readers
+    from .interleave import interleave
 
     reader = reader or readers.records
     signature = output_signature or tf.TensorSpec(shape=[], dtype=tf.string)
-    open_leases = {}  # lease id -> (stream, lease), for the record generators
-
-    def leases():
-        # A stream that never completes on its own: each item is completed by
-        # its record generator when the item's records run out.
-        stream = _Stream(queue, lag=2**31)
-        while True:
-            try:
-                lease = stream.next()
-            except QueueExhausted:
-                return
-            open_leases[lease.id] = (stream, lease)
-            yield lease.id
-
-    def records_of(lease_id):
-        stream, lease = open_leases.pop(int(lease_id))
-        try:
-            yield from reader(lease.item, lease.offset)
-        except GeneratorExit:
-            stream.settle(lease, "the dataset was closed before this item was read")
-            raise
-        except Exception as exc:
-            stream.settle(lease, f"{type(exc).__name__}: {exc}")
-            raise
-        stream.settle(lease)
-
-    ids = tf.data.Dataset.from_generator(leases, output_signature=tf.TensorSpec(shape=[], dtype=tf.int64))
-    return ids.interleave(
-        lambda lease_id: tf.data.Dataset.from_generator(records_of, args=(lease_id,), output_signature=signature),
-        cycle_length=cycle_length,
-        block_length=block_length,
-        num_parallel_calls=cycle_length,
-        deterministic=False,
+    return tf.data.Dataset.from_generator(
+        lambda: interleave(queue.stream, reader, cycle_length, block_length), output_signature=signature
     )

@@ -175,6 +175,7 @@ class EpochCountsSerializer(serializers.Serializer):
     leased = serializers.IntegerField()
     done = serializers.IntegerField()
     failed = serializers.IntegerField()
+    expired = serializers.IntegerField(help_text="Leases past their expiry (counted in pending: the next take hands them out).")
     materialised = serializers.BooleanField()
 
 
@@ -183,16 +184,20 @@ class WatermarksSerializer(serializers.Serializer):
     name = serializers.CharField()
     state = serializers.ChoiceField(choices=JobState.choices)
     total = serializers.IntegerField()
-    pending = serializers.IntegerField()
-    leased = serializers.IntegerField()
+    pending = serializers.IntegerField(help_text="Items waiting to be leased, expired leases included.")
+    leased = serializers.IntegerField(help_text="Live leases (not yet expired).")
     done = serializers.IntegerField()
     failed = serializers.IntegerField()
+    expired = serializers.IntegerField(help_text="Leases past their expiry, counted in pending.")
     items_per_epoch = serializers.IntegerField()
     num_epochs = serializers.IntegerField()
     current_epoch = serializers.IntegerField(allow_null=True)
-    rate_per_second = serializers.FloatField(help_text="Completions per second over the last minute.")
-    eta_seconds = serializers.FloatField(allow_null=True)
-    live_workers = serializers.IntegerField()
+    rate_per_second = serializers.FloatField(
+        allow_null=True, help_text="Completions per second over the last minute; null once the job has ended.")
+    eta_seconds = serializers.FloatField(
+        allow_null=True, help_text="Seconds to the end at that rate: only while running (0 when done).")
+    live_workers = serializers.IntegerField(
+        allow_null=True, help_text="Workers seen within twice the lease timeout (at least 30 s); null once the job has ended.")
     epochs = EpochCountsSerializer(many=True)
     as_of = serializers.DateTimeField()
 
@@ -212,10 +217,18 @@ class CompletionSerializer(StrictSerializer):
 
 class TakeSerializer(StrictSerializer):
     worker = serializers.CharField(max_length=MAX_WORKER_LENGTH, help_text="Worker identity, e.g. host:pid:task.")
+    consumer = serializers.CharField(
+        max_length=MAX_WORKER_LENGTH, required=False,
+        help_text="The process that uses what this worker reads (default: the worker). A DataLoader's loader "
+                  "processes name their main process, so that the server knows they read for one consumer.",
+    )
     count = serializers.IntegerField(min_value=1, default=1)
     complete = CompletionSerializer(many=True, required=False, default=list, help_text="Leases to complete first.")
 
     def validate_worker(self, value):
+        return _worker_name(value)
+
+    def validate_consumer(self, value):
         return _worker_name(value)
 
     def validate_count(self, value):
@@ -240,12 +253,14 @@ def parse_take(data) -> dict:
     """
     if not isinstance(data, dict):
         raise serializers.ValidationError({"non_field_errors": ["expected a JSON object"]})
-    errors = {name: ["unknown field"] for name in sorted(set(data) - {"worker", "count", "complete"})}
+    errors = {name: ["unknown field"] for name in sorted(set(data) - {"worker", "consumer", "count", "complete"})}
     worker = data.get("worker")
-    if not isinstance(worker, str) or not worker.strip():
-        errors["worker"] = ["a non-empty string is required"]
-    elif len(worker) > MAX_WORKER_LENGTH or "\x00" in worker:
-        errors["worker"] = [f"at most {MAX_WORKER_LENGTH} characters, without NUL"]
+    consumer = data.get("consumer", worker)
+    for name, value in (("worker", worker), ("consumer", consumer)):
+        if not isinstance(value, str) or not value.strip():
+            errors[name] = ["a non-empty string is required"]
+        elif len(value) > MAX_WORKER_LENGTH or "\x00" in value:
+            errors[name] = [f"at most {MAX_WORKER_LENGTH} characters, without NUL"]
     count = data.get("count", 1)
     limit = settings.SHARDLINE_MAX_TAKE
     if not _is_int(count) or not 1 <= count <= limit:
@@ -263,7 +278,7 @@ def parse_take(data) -> dict:
                 completions.append({"id": entry["id"], "token": entry["token"], "records": entry.get("records")})
     if errors:
         raise serializers.ValidationError(errors)
-    return {"worker": worker.strip(), "count": count, "complete": completions}
+    return {"worker": worker.strip(), "consumer": consumer.strip(), "count": count, "complete": completions}
 
 
 def _is_int(value) -> bool:
@@ -297,12 +312,18 @@ class LeaseSerializer(serializers.Serializer):
 
 class TakeResponseSerializer(serializers.Serializer):
     leases = LeaseSerializer(many=True)
-    exhausted = serializers.BooleanField(help_text="True when every item is done or failed (or the job was cancelled).")
+    exhausted = serializers.BooleanField(help_text="True when every item is done or failed. (A cancelled job answers 409 job_cancelled.)")
     retry_after = serializers.FloatField(allow_null=True, help_text="Seconds to wait before the next take when nothing was leased.")
     completed = serializers.ListField(child=serializers.IntegerField(), help_text="Lease ids of `complete` that were accepted.")
     lost = serializers.ListField(child=serializers.IntegerField(), help_text="Lease ids of `complete` no longer held.")
     leased_by_you = serializers.IntegerField(allow_null=True, help_text="When nothing was leased: live leases this worker holds.")
     leased_by_others = serializers.IntegerField(allow_null=True, help_text="When nothing was leased: live leases other workers hold.")
+    waiting_on = serializers.IntegerField(
+        allow_null=True,
+        help_text="When nothing was leased: leases worth waiting for (held by other consumers that are not waiting "
+                  "themselves, or expired). 0: the caller is at its end; what is left is its own consumer's or "
+                  "held by consumers that wait too.",
+    )
 
 
 class TokenSerializer(StrictSerializer):
@@ -336,6 +357,11 @@ class LeaseRefSerializer(StrictSerializer):
 
 class ExtendManySerializer(StrictSerializer):
     leases = LeaseRefSerializer(many=True)
+    waiting = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="Whether the holder's process waits at the end of a queue (possibly another job's): its leases "
+                  "are then not worth waiting for. Omitted: unchanged.",
+    )
 
     def validate_leases(self, value):
         if not value:
@@ -363,7 +389,7 @@ class ItemSerializer(serializers.ModelSerializer):
 
 
 class ItemFilterSerializer(serializers.Serializer):
-    state = serializers.ChoiceField(choices=ItemState.choices, required=False)
+    state = serializers.ChoiceField(choices=[("completed", "completed (done or failed)"), *ItemState.choices], required=False)
     epoch = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
     worker = serializers.CharField(max_length=MAX_WORKER_LENGTH, required=False)
     format = serializers.ChoiceField(choices=["json", "csv"], required=False)

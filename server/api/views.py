@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 from dataclasses import asdict
 
-from django.db import connection
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -13,7 +12,7 @@ from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import selectors
+from .. import progress, selectors
 from ..errors import LeaseLost
 from ..models import JobState
 from ..services import jobs as job_service
@@ -110,7 +109,7 @@ class WatermarksView(APIView):
     @extend_schema(responses={200: s.WatermarksSerializer, 404: ERROR}, summary="Totals, per-epoch counts, rate and ETA")
     def get(self, request, job_id: int):
         job = job_service.get_job(job_id)
-        return Response(s.WatermarksSerializer(selectors.watermarks(job)).data)
+        return Response(s.WatermarksSerializer(progress.of(job).as_watermarks()).data)
 
 
 class TakeView(APIView):
@@ -124,7 +123,7 @@ class TakeView(APIView):
     def post(self, request, job_id: int):
         data = s.parse_take(request.data)
         completions = [lease_service.Completion(c["id"], c["token"], c["records"]) for c in data["complete"]]
-        result = lease_service.take(job_id, data["worker"], data["count"], completions)
+        result = lease_service.take(job_id, data["worker"], data["count"], completions, consumer=data["consumer"])
         return Response(
             {
                 "leases": [
@@ -145,6 +144,7 @@ class TakeView(APIView):
                 "lost": result.lost,
                 "leased_by_you": result.leased_by_you,
                 "leased_by_others": result.leased_by_others,
+                "waiting_on": result.waiting_on,
             }
         )
 
@@ -213,7 +213,7 @@ class ExtendManyView(APIView):
     )
     def post(self, request):
         data = _validated(s.ExtendManySerializer, request.data).validated_data
-        extended, lost = lease_service.extend([(ref["id"], ref["token"]) for ref in data["leases"]])
+        extended, lost = lease_service.extend([(ref["id"], ref["token"]) for ref in data["leases"]], data["waiting"])
         return Response({"extended": {str(k): v for k, v in extended.items()}, "lost": lost})
 
 
@@ -234,9 +234,10 @@ class ItemsView(generics.ListAPIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("state", str, enum=["pending", "leased", "done", "failed"]),
+            OpenApiParameter("state", str, enum=list(selectors.AUDIT_STATES),
+                             description="An item state, or completed (done or failed; the CSV lists them newest first)"),
             OpenApiParameter("epoch", int),
-            OpenApiParameter("worker", str),
+            OpenApiParameter("worker", str, description="A worker name or its prefix"),
             OpenApiParameter("format", str, enum=["json", "csv"]),
         ],
         responses={200: s.ItemSerializer(many=True), (200, "text/csv"): OpenApiTypes.STR},
@@ -251,7 +252,7 @@ class ItemsView(generics.ListAPIView):
 
 
 def _csv_response(job, filters) -> StreamingHttpResponse:
-    query, params = selectors.audit_rows_sql(job, **filters)
+    selection = selectors.audit_selection(job, **filters).values_list(*selectors.AUDIT_COLUMNS)
 
     class Echo:
         def write(self, value):
@@ -262,11 +263,8 @@ def _csv_response(job, filters) -> StreamingHttpResponse:
         yield writer.writerow(selectors.AUDIT_COLUMNS)
         # A server-side cursor: rows are fetched in chunks as the response
         # streams, so a million-item export never sits in memory.
-        with connection.chunked_cursor() as cursor:
-            cursor.execute(query, params)
-            while chunk := cursor.fetchmany(2000):
-                for row in chunk:
-                    yield writer.writerow(row)
+        for row in selection.iterator(chunk_size=2000):
+            yield writer.writerow(row)
 
     response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{job.name}-items.csv"'

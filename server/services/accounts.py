@@ -24,6 +24,8 @@ from ..models import ROLE_RANK, ApiToken, Role
 log = logging.getLogger("shardline.accounts")
 
 KEY_PREFIX = "shl_"
+STORED_PREFIX = 10  # characters of a key kept in clear, to recognise it
+MIN_PREFIX = len(KEY_PREFIX) + 4  # shortest prefix revoke_token accepts: a few random characters
 
 
 def hash_key(key: str) -> str:
@@ -72,17 +74,38 @@ def create_token(user, role: str, name: str = "", expires_in_days: int | None = 
     key = KEY_PREFIX + secrets.token_urlsafe(30)
     expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
     token = ApiToken.objects.create(
-        user=user, role=role, name=name, prefix=key[:10], key_hash=hash_key(key), expires_at=expires_at
+        user=user, role=role, name=name, prefix=key[:STORED_PREFIX], key_hash=hash_key(key), expires_at=expires_at
     )
     log.info("api token created", extra={"event": "token_created", "user": user.get_username(), "state": role})
     return token, key
 
 
-def revoke_token(prefix_or_id: str) -> ApiToken:
+def revoke_token(reference: str) -> ApiToken:
+    """Revokes one live token named by its id, its whole key, or a prefix of its key that names only it.
+
+    Only the first STORED_PREFIX characters of a key are stored, so a longer
+    part of a key that is not all of it cannot be checked, and is refused.
+    """
+    reference = reference.strip()
     query = ApiToken.objects.filter(revoked_at__isnull=True)
-    token = query.filter(pk=int(prefix_or_id)).first() if prefix_or_id.isdigit() else query.filter(prefix=prefix_or_id).first()
-    if token is None:
-        raise NotFound(f"no live token {prefix_or_id!r}")
+    if reference.isdigit():
+        matches = list(query.filter(pk=int(reference)))
+    elif len(reference) <= STORED_PREFIX:
+        if len(reference) < MIN_PREFIX:
+            raise InvalidInput(f"give at least {MIN_PREFIX} characters of the key (every key starts with {KEY_PREFIX!r})")
+        matches = list(query.filter(prefix__startswith=reference)[:2])
+    else:
+        matches = list(query.filter(key_hash=hash_key(reference)))
+        if not matches and query.filter(prefix=reference[:STORED_PREFIX]).exists():
+            raise InvalidInput(
+                f"that is not a whole live key, though its first {STORED_PREFIX} characters match one: check the "
+                f"key, or give at most its first {STORED_PREFIX} characters (only those are stored)"
+            )
+    if not matches:
+        raise NotFound("no live token with that id, key or key prefix")
+    if len(matches) > 1:
+        raise InvalidInput(f"{reference!r} is the start of several live keys: give more of the key, or the token's id")
+    token = matches[0]
     token.revoked_at = timezone.now()
     token.save(update_fields=["revoked_at"])
     log.info("api token revoked", extra={"event": "token_revoked", "user": token.user.get_username()})

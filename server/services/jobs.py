@@ -164,6 +164,7 @@ def get_job(job_id: int) -> Job:
         raise NotFound(f"no job with id {job_id}") from None
 
 
+@transaction.atomic  # the state and its event together: a worker told "cancelled" also learns by whom
 def _transition(job_id: int, allowed: tuple, target: str, action: str, user=None, **changes) -> Job:
     job = get_job(job_id)
     updated = Job.objects.filter(pk=job_id, state__in=allowed).update(state=target, updated_at=timezone.now(), **changes)
@@ -196,6 +197,16 @@ def resume(job_id: int, user=None) -> Job:
 def cancel(job_id: int, user=None) -> Job:
     not_final = [s for s in JobState.values if s not in FINAL_STATES]
     return _transition(job_id, tuple(not_final), JobState.CANCELLED, "cancel", user, finished_at=timezone.now())
+
+
+def cancellation_message(job: Job) -> str:
+    """Who cancelled the job and when, as its workers are told."""
+    event = (
+        Event.objects.filter(job=job, kind=EventKind.STATE, message__endswith="(cancel)").order_by("-at", "-id").first()
+    )
+    who = f" by {event.worker}" if event is not None and event.worker else ""
+    when = (event.at if event is not None else job.finished_at or job.updated_at).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"job {job.name!r} was cancelled{who} at {when}; its unread items will not be handed out"
 
 
 def mark_running(job_id: int) -> None:

@@ -10,10 +10,8 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection
-
 from .. import metrics, sql
-from ..errors import JobFailed, LeaseLost, NotFound
+from ..errors import JobCancelled, JobFailed, LeaseLost, NotFound
 from ..models import JobState
 from . import jobs
 
@@ -55,21 +53,29 @@ class TakeResult:
     retry_after: float | None
     completed: list[int] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
-    # When nothing was leased: live leases held by the caller and by others.
-    # A reader that holds the last items itself must not wait for them.
+    # When only leases stand between the job and its end: how many the caller
+    # holds, how many others hold, and how many of those are worth waiting
+    # for (at_end.sql). A caller with none to wait for is at its end.
     leased_by_you: int | None = None
     leased_by_others: int | None = None
+    waiting_on: int | None = None
 
 
-def take(job_id: int, worker: str, count: int = 1, completions: list[Completion] = ()) -> TakeResult:
+def take(
+    job_id: int, worker: str, count: int = 1, completions: list[Completion] = (), consumer: str | None = None
+) -> TakeResult:
     """Completes the caller's finished leases, then leases up to ``count`` items.
+
+    ``consumer`` names the process that uses what ``worker`` reads (default:
+    the worker itself); see at_end.sql for why the server needs to know.
 
     In steady state this is one statement (take.sql): one round trip and one
     commit per request. More run only at the edges: right after expired leases
     were taken back, at an epoch boundary, and when nothing could be leased.
     """
+    consumer = consumer or worker
     with metrics.timed("take"):
-        job, leases, reclaimed, completed = _take_once(job_id, worker, count, completions)
+        job, leases, reclaimed, completed = _take_once(job_id, worker, consumer, count, completions)
         deferred = job["deferred"]
         lost = _lost(completions, completed) if len(completed) < len(completions) else []
         metrics.LEASE_ITEMS.labels("complete").inc(len(completed))
@@ -80,13 +86,13 @@ def take(job_id: int, worker: str, count: int = 1, completions: list[Completion]
             return _not_active(job_id, state, result)
 
         if len(leases) < count and reclaimed and not deferred:
-            leases += _take_once(job_id, worker, count - len(leases))[1]
+            leases += _take_once(job_id, worker, consumer, count - len(leases))[1]
         epoch = job["epochs_materialised"]
         while len(leases) < count and epoch < job["num_epochs"] and not deferred:
             if not jobs.materialise_epoch(job_id, epoch):
                 break  # another taker holds the job row: it is creating this epoch
             epoch += 1
-            leases += _take_once(job_id, worker, count - len(leases))[1]
+            leases += _take_once(job_id, worker, consumer, count - len(leases))[1]
 
         if leases:
             if state == JobState.READY:
@@ -94,9 +100,7 @@ def take(job_id: int, worker: str, count: int = 1, completions: list[Completion]
         elif deferred:
             result.retry_after = RETRY_DEFERRED
         else:
-            result.exhausted, result.retry_after, result.leased_by_you, result.leased_by_others = _nothing_leased(
-                job_id, worker, epoch < job["num_epochs"]
-            )
+            _nothing_leased(job_id, worker, consumer, epoch < job["num_epochs"], result)
             if result.exhausted:
                 jobs.mark_done(job_id)
         metrics.LEASE_ITEMS.labels("take").inc(len(leases))
@@ -104,8 +108,13 @@ def take(job_id: int, worker: str, count: int = 1, completions: list[Completion]
 
 
 def _not_active(job_id: int, state: str, result: TakeResult) -> TakeResult:
-    if state in (JobState.DONE, JobState.CANCELLED):
+    # Each end says why: only a finished job is exhausted. A cancelled or
+    # failed one is an error, so a training script never mistakes it for
+    # having read everything.
+    if state == JobState.DONE:
         result.exhausted = True
+    elif state == JobState.CANCELLED:
+        raise JobCancelled(jobs.cancellation_message(jobs.get_job(job_id)))
     elif state == JobState.FAILED:
         job = jobs.get_job(job_id)
         raise JobFailed(f"job {job.name!r} failed: {job.error or 'no reason recorded'}")
@@ -114,13 +123,14 @@ def _not_active(job_id: int, state: str, result: TakeResult) -> TakeResult:
     return result
 
 
-def _take_once(job_id: int, worker: str, count: int, completions=()) -> tuple[dict, list[Lease], int, list[int]]:
+def _take_once(job_id: int, worker: str, consumer: str, count: int, completions=()) -> tuple[dict, list[Lease], int, list[int]]:
     """Runs take.sql: returns (job state and epochs, leases, leases reclaimed, completions accepted)."""
     rows = sql.run(
         "take",
         {
             "job": job_id,
             "worker": worker,
+            "consumer": consumer,
             "count": count,
             "ids": [c.id for c in completions],
             "tokens": [c.token for c in completions],
@@ -138,32 +148,26 @@ def _take_once(job_id: int, worker: str, count: int, completions=()) -> tuple[di
     return job, leases, reclaimed, list(completed)
 
 
-def _nothing_leased(job_id: int, worker: str, epochs_left: bool) -> tuple[bool, float | None, int | None, int | None]:
-    """(exhausted, retry_after, leased by the caller, leased by others) for a take that got nothing."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT EXISTS (SELECT 1 FROM shardline_item WHERE job_id = %(job)s AND state = 'pending'),
-                   extract(epoch FROM min(expires_at) - now()),
-                   count(*) FILTER (WHERE worker = %(worker)s),
-                   count(*) FILTER (WHERE worker IS DISTINCT FROM %(worker)s)
-              FROM shardline_item
-             WHERE job_id = %(job)s AND state = 'leased'
-            """,
-            {"job": job_id, "worker": worker},
-        )
-        has_pending, seconds_to_expiry, mine, others = cursor.fetchone()
-    # The counts are given only when nothing but live leases stands between
-    # the job and its end: a reader holding the last items itself then knows
-    # not to wait for them.
+def _nothing_leased(job_id: int, worker: str, consumer: str, epochs_left: bool, result: TakeResult) -> None:
+    """Fills in exhausted, retry_after and the lease counts of a take that got nothing."""
+    has_pending, seconds_to_expiry, mine, others, waiting_on = sql.run(
+        "at_end", {"job": job_id, "worker": worker, "consumer": consumer}
+    )[0]
     if has_pending:
-        return False, RETRY_PENDING_LOCKED, None, None
-    if epochs_left:
-        return False, RETRY_MATERIALISING, None, None
-    if seconds_to_expiry is not None:
-        # Live leases may still fail or expire and come back: not exhausted.
-        return False, round(min(max(float(seconds_to_expiry), 0.1), RETRY_MAX), 3), mine, others
-    return True, None, 0, 0
+        result.retry_after = RETRY_PENDING_LOCKED
+    elif epochs_left:
+        result.retry_after = RETRY_MATERIALISING
+    elif seconds_to_expiry is None:
+        result.exhausted, result.leased_by_you, result.leased_by_others, result.waiting_on = True, 0, 0, 0
+    else:
+        # Leases may still fail or expire and come back: not exhausted. The
+        # counts let the caller tell whether any of them is worth waiting for.
+        result.retry_after = round(min(max(float(seconds_to_expiry), 0.1), RETRY_MAX), 3)
+        result.leased_by_you, result.leased_by_others, result.waiting_on = mine, others, waiting_on
+        if waiting_on == 0:
+            # The caller is at its end: it no longer counts as waiting, so
+            # that others wait for what its consumer still reads.
+            sql.run("stop_waiting", {"job": job_id, "worker": worker})
 
 
 def _lost(completions, completed: list[int]) -> list[int]:
@@ -217,10 +221,16 @@ def fail(lease_id: int, token: int, error: str) -> dict:
     return {"id": lease_id, "state": state, "attempts": attempts, "max_attempts": max_attempts}
 
 
-def extend(pairs: list[tuple[int, int]]) -> tuple[dict[int, datetime], list[int]]:
-    """Heartbeat for (lease id, token) pairs: returns ({id: new expiry}, [lost ids])."""
+def extend(pairs: list[tuple[int, int]], waiting: bool | None = None) -> tuple[dict[int, datetime], list[int]]:
+    """Heartbeat for (lease id, token) pairs: returns ({id: new expiry}, [lost ids]).
+
+    ``waiting``: whether the holder's process waits at the end of a queue
+    (None leaves the mark as it is).
+    """
     with metrics.timed("extend"):
-        extended = dict(sql.run("extend", {"ids": [p[0] for p in pairs], "tokens": [p[1] for p in pairs]}))
+        extended = dict(
+            sql.run("extend", {"ids": [p[0] for p in pairs], "tokens": [p[1] for p in pairs], "waiting": waiting})
+        )
     lost = [lease_id for lease_id, _token in pairs if lease_id not in extended]
     for lease_id in lost:
         log.warning("heartbeat refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "extend"})

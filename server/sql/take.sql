@@ -31,7 +31,7 @@
 --   rated      completions per minute (shardline_throughput, sharded like
 --              the counters) for the watermark rate and the throughput chart.
 --   events     the audit trail of expired leases.
---   seen       the worker's last_seen.
+--   seen       the worker's last_seen, its consumer, and whether it waits.
 -- The final SELECT returns one row even when nothing was leased (none when
 -- the job does not exist), so the caller always learns the job's state, the
 -- completions accepted, whether it was deferred and how many leases were
@@ -62,7 +62,12 @@ WITH req AS (
     -- Deferred only if this worker is also over twice as slow as the
     -- others' mean pace: the fastest worker is never deferred, so workers of
     -- equal speed can never all defer to each other.
-    SELECT coalesce(mine.seconds_per_item > r.items / others.items_per_second
+    -- Never with nothing pending (there is nothing to leave to the others),
+    -- and only counting on other consumers: a DataLoader's other loaders read
+    -- only when their main process gets past this one, so a loader deferred
+    -- to its siblings could wait on them forever.
+    SELECT coalesce(r.items > 0
+                    AND mine.seconds_per_item > r.items / others.items_per_second
                     AND mine.seconds_per_item > 2 * others.workers / others.items_per_second, false) AS deferred
       FROM remaining AS r
       LEFT JOIN LATERAL (
@@ -73,7 +78,7 @@ WITH req AS (
       LEFT JOIN LATERAL (
             SELECT sum(w.items_done / w.busy_seconds) AS items_per_second, count(*) AS workers
               FROM shardline_worker AS w, job AS j
-             WHERE w.job_id = %(job)s AND w.name <> %(worker)s
+             WHERE w.job_id = %(job)s AND w.name <> %(worker)s AND w.consumer IS DISTINCT FROM %(consumer)s
                AND w.items_done >= 1 AND w.busy_seconds > 0
                AND w.last_seen > now() - make_interval(secs => 2 * j.lease_timeout)
            ) AS others ON mine.seconds_per_item IS NOT NULL
@@ -157,15 +162,22 @@ WITH req AS (
 ), credit AS (
     SELECT job_id, worker, count(*) AS n, sum(duration) AS seconds FROM done GROUP BY job_id, worker
 ), seen AS (
-    -- The caller's own row: last seen now, credited with its completions.
-    INSERT INTO shardline_worker AS w (job_id, name, first_seen, last_seen, items_done, items_failed, busy_seconds)
-    SELECT j.id, %(worker)s, now(), now(), coalesce(c.n, 0), 0, coalesce(c.seconds, 0)
+    -- The caller's own row: last seen now, credited with its completions,
+    -- and waiting (at the end of the queue, or deferred, or paused) exactly
+    -- when this statement leased it nothing.
+    INSERT INTO shardline_worker AS w (job_id, name, consumer, first_seen, last_seen, items_done, items_failed,
+                                       busy_seconds, waiting_since)
+    SELECT j.id, %(worker)s, %(consumer)s, now(), now(), coalesce(c.n, 0), 0, coalesce(c.seconds, 0),
+           CASE WHEN EXISTS (SELECT 1 FROM leased) THEN NULL ELSE now() END
       FROM job AS j
       LEFT JOIN credit AS c ON c.job_id = j.id AND c.worker = %(worker)s
     ON CONFLICT (job_id, name) DO UPDATE
        SET last_seen = now(),
+           consumer = EXCLUDED.consumer,
            items_done = w.items_done + EXCLUDED.items_done,
-           busy_seconds = w.busy_seconds + EXCLUDED.busy_seconds
+           busy_seconds = w.busy_seconds + EXCLUDED.busy_seconds,
+           waiting_since = CASE WHEN EXCLUDED.waiting_since IS NULL THEN NULL
+                                ELSE coalesce(w.waiting_since, EXCLUDED.waiting_since) END
 ), credited AS (
     -- Completions of leases another worker name took (rare: a renamed worker).
     UPDATE shardline_worker AS w

@@ -42,3 +42,24 @@ def test_workers_of_equal_pace_all_keep_leasing(worker_client, job_near_its_end)
     pace(job_near_its_end["id"], "slow", 50, 50.0)
     for name in ("slow", "fast-1", "fast-2"):
         assert len(take(worker_client, job_near_its_end["id"], name)["leases"]) == 1
+
+
+def test_with_nothing_pending_a_slow_worker_is_told_what_to_wait_for(worker_client, job_near_its_end):
+    # The fast workers take the last three items: nothing is pending, and the
+    # slow worker must learn where the job stands (a loader deferred forever
+    # here once held its DataLoader, and so its sibling's lease, at the end).
+    for name in ("fast-1", "fast-2", "fast-1"):
+        take(worker_client, job_near_its_end["id"], name)
+    result = take(worker_client, job_near_its_end["id"], "slow")
+    assert result["leases"] == [] and result["retry_after"] != 0.5
+    assert (result["leased_by_you"], result["waiting_on"]) == (1, 5)
+
+
+def test_a_loader_is_not_deferred_to_loaders_of_its_own_consumer(worker_client, job_near_its_end):
+    # The three are loader processes of one DataLoader (one consumer): the
+    # fast ones read only when their main process gets past the slow one.
+    Worker.objects.filter(job_id=job_near_its_end["id"]).update(consumer="main")
+    response = worker_client.post(
+        f"/api/v1/jobs/{job_near_its_end['id']}/leases/", {"worker": "slow", "consumer": "main"}, format="json"
+    )
+    assert response.status_code == 200 and len(response.json()["leases"]) == 1

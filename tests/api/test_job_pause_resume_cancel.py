@@ -21,12 +21,23 @@ def test_a_paused_job_hands_out_nothing_until_resumed(worker_client, admin_clien
     assert [lease["item"] for lease in take(worker_client, job["id"])["leases"]] == ["/b"]
 
 
-def test_a_cancelled_job_answers_exhausted(worker_client, admin_client, job_name):
+def test_a_cancelled_job_is_a_409_naming_who_cancelled_it(worker_client, admin_client, job_name):
     job = create_job(worker_client, job_name, ["/a", "/b"])
+    held = take(worker_client, job["id"])["leases"][0]
     assert action(admin_client, job["id"], "cancel").json()["state"] == "cancelled"
-    result = take(worker_client, job["id"])
-    assert result == {"leases": [], "exhausted": True, "retry_after": None, "completed": [], "lost": [],
-                      "leased_by_you": None, "leased_by_others": None}
+    response = worker_client.post(
+        f"/api/v1/jobs/{job['id']}/leases/",
+        {"worker": "w", "complete": [{"id": held["id"], "token": held["token"]}]},
+        format="json",
+    )
+    body = response.json()
+    assert response.status_code == 409 and body["error"] == "job_cancelled"
+    # client_for names the admin's user admin-<hex>.
+    assert f"job {job_name!r} was cancelled by admin-" in body["message"] and "UTC" in body["message"]
+    assert "exhausted" not in body
+    # The item read before the cancel still counts as read.
+    marks = worker_client.get(f"/api/v1/jobs/{job['id']}/watermarks/").json()
+    assert (marks["done"], marks["state"]) == (1, "cancelled")
 
 
 def test_impossible_transitions_are_a_409_naming_the_state(worker_client, admin_client, job_name):

@@ -11,12 +11,16 @@ def job(worker_client, job_name):
     return create_job(worker_client, job_name, ["/a", "/b", "/c"])
 
 
-def pages(job_id):
-    return ["/", "/jobs/table/", "/jobs/new/", f"/jobs/{job_id}/", f"/jobs/{job_id}/live/", f"/jobs/{job_id}/audit/"]
+def pages(job_id, item_id):
+    return [
+        "/", "/jobs/table/", "/jobs/new/", f"/jobs/{job_id}/", f"/jobs/{job_id}/live/", f"/jobs/{job_id}/timeline/",
+        f"/jobs/{job_id}/audit/", f"/jobs/{job_id}/items/{item_id}/",
+    ]
 
 
-def test_every_page_sends_an_anonymous_visitor_to_the_login_page(client, job):
-    for page in pages(job["id"]):
+def test_every_page_sends_an_anonymous_visitor_to_the_login_page(client, worker_client, job):
+    item = take(worker_client, job["id"])["leases"][0]["id"]
+    for page in pages(job["id"], item):
         response = client.get(page)
         assert response.status_code == 302 and response["Location"].startswith("/accounts/login/?next="), page
 

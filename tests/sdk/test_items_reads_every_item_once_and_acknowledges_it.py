@@ -17,6 +17,9 @@ def test_an_item_is_completed_only_when_the_next_is_asked_for(sdk_env):
     assert (queue.watermarks()["done"], queue.watermarks()["leased"]) == (0, 1)
     assert next(iterator) == "/b"
     assert (queue.watermarks()["done"], queue.watermarks()["leased"]) == (1, 1)
+    # Closing the loop in the middle gives the item in hand back (and leaves no lease heartbeating).
+    iterator.close()
+    assert (queue.watermarks()["done"], queue.watermarks()["leased"], queue.watermarks()["pending"]) == (1, 0, 2)
 
 
 def test_leaving_the_loop_early_gives_the_item_back(sdk_env):

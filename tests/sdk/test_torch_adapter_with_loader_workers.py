@@ -38,3 +38,22 @@ def test_without_a_reader_the_dataset_yields_item_strings(sdk_env):
     queue = WorkQueue([f"/t/{i}" for i in range(10)], name="torch_items")
     items = [item for batch in DataLoader(WorkQueueDataset(queue), batch_size=None, num_workers=2) for item in [batch]]
     assert sorted(items) == sorted(f"/t/{i}" for i in range(10))
+
+
+class _CancelledInTheLoader(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        from worker_sdk import JobCancelledError
+
+        raise JobCancelledError(409, "job_cancelled", "job 'x' was cancelled by admin at 2026-11-23 11:12:17 UTC")
+
+
+def test_an_error_raised_in_a_loader_process_keeps_its_class():
+    # A DataLoader re-raises a loader's exception as type(text): JobCancelledError
+    # must survive that, so a training script can catch it by class.
+    from torch.utils.data import DataLoader
+
+    from worker_sdk import JobCancelledError
+
+    with pytest.raises(JobCancelledError, match="was cancelled by admin") as raised:
+        list(DataLoader(_CancelledInTheLoader(), batch_size=None, num_workers=1))
+    assert raised.value.code == "job_cancelled"

@@ -18,7 +18,11 @@ ITEMS = 40
 def test_all_workers_restore_once_and_read_again_exactly_what_followed_the_snapshot(sdk_env, tmp_path):
     ckpt_dir = str(tmp_path / "ckpt")
     base = [SCRIPT, "--ckpt-dir", ckpt_dir, "--items", str(ITEMS)]
-    workers = [start([*base, "--cost", "0.1"], {**sdk_env, "SHARDLINE_TASK": f"worker{i}"}) for i in range(3)]
+    # The first run starts fresh: its workers look for a checkpoint elsewhere, or one
+    # that starts slowly (TensorFlow's import, on a loaded machine) would find the
+    # chief's and restore it in the first run too.
+    fresh = [SCRIPT, "--ckpt-dir", str(tmp_path / "none-yet"), "--items", str(ITEMS)]
+    workers = [start([*fresh, "--cost", "0.1"], {**sdk_env, "SHARDLINE_TASK": f"worker{i}"}) for i in range(3)]
     chief = start([*base, "--cost", "0.1", "--save-after", "3", "--crash-after", "6"], {**sdk_env, "SHARDLINE_TASK": "chief"})
     try:
         run_until(chief, "crash-point", timeout=60)

@@ -5,10 +5,10 @@ from server.services import accounts
 
 
 class Command(BaseCommand):
-    help = "Revoke an API token by its id or its prefix (the first 10 characters of the key)."
+    help = "Revoke an API token by its id, its whole key, or the start of its key (up to the 10 characters the admin lists)."
 
     def add_arguments(self, parser):
-        parser.add_argument("token", help="token id or key prefix, as the admin lists them")
+        parser.add_argument("token", help="token id, whole key, or a prefix of the key that names one live token")
 
     def handle(self, token, **options):
         try:

@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -51,7 +52,13 @@ class Command(BaseCommand):
         metrics_dir.mkdir(parents=True)
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
 
-        children = [
+        # Ctrl-C is handled from here on: one arriving while the servers
+        # start must stop them too, not leave them running without us.
+        children: list[subprocess.Popen] = []
+        self._stopping = False
+        signal.signal(signal.SIGINT, lambda signum, frame: self._stop(children))
+        signal.signal(signal.SIGTERM, lambda signum, frame: self._stop(children))
+        children += [
             subprocess.Popen(
                 [sys.executable, "-m", "gunicorn", "server.wsgi", "--bind", f"{host}:{port}",
                  "--workers", str(workers), "--graceful-timeout", "10", "--log-level", "warning"],
@@ -127,34 +134,49 @@ class Command(BaseCommand):
         self.stdout.write("\n".join(lines))
         self.stdout.flush()
 
+    def _stop(self, children):
+        self._stopping = True
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
     def _wait(self, children):
-        stopping = False
-
-        def stop(signum, frame):
-            nonlocal stopping
-            stopping = True
-            for child in children:
-                if child.poll() is None:
-                    child.send_signal(signal.SIGTERM)
-
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
         try:
+            if self._stopping:  # Ctrl-C came while they started
+                self._stop(children)
             while any(child.poll() is None for child in children):
                 try:
                     children[0].wait(timeout=1)
                 except subprocess.TimeoutExpired:
                     pass
-                if not stopping and any(child.poll() is not None for child in children):
+                if not self._stopping and any(child.poll() is not None for child in children):
                     self.stderr.write("a server process exited; stopping the others")
-                    stop(None, None)
+                    self._stop(children)
             for child in children:
                 try:
                     child.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     child.kill()
         finally:
-            if embedded_pg.started_here:
-                embedded_pg.stop()
-                self.stdout.write("stopped the embedded Postgres")
+            if settings.DATABASE_IS_EMBEDDED:
+                self._stop_embedded_postgres()
             self.stdout.write("stopped")
+
+    def _stop_embedded_postgres(self):
+        # Whoever started it (this command, or an earlier `manage.py migrate`):
+        # the server is stopped unless another process still uses it.
+        from django.db import connections
+
+        connections.close_all()
+        # The web and Celery processes have exited; their server backends end a moment later.
+        deadline = time.monotonic() + 5
+        while (others := embedded_pg.other_clients()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if others:
+            self.stdout.write(
+                f"left the embedded Postgres running: {others} other connection{'s' if others != 1 else ''} use it "
+                f"(`manage.py embedded_pg stop` stops it)"
+            )
+        elif embedded_pg.stop():
+            how = "started by this command" if embedded_pg.started_here else "started by an earlier command"
+            self.stdout.write(f"stopped the embedded Postgres ({how})")

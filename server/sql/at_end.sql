@@ -1,0 +1,35 @@
+-- at_end: what stands between job %(job)s and its end, for a take by
+-- %(worker)s (reading for %(consumer)s) that leased nothing.
+--
+--   has_pending         items wait to be leased (others' takes hold their
+--                       rows for a moment): retry at once.
+--   seconds_to_expiry   until the first live lease expires: a waiting
+--                       worker need not ask again before then.
+--   mine, others        live leases held under the caller's name, and not.
+--   waiting_on          leases worth waiting for: held by another consumer
+--                       that is not itself waiting, or expired (they come
+--                       back to pending at the next take). A consumer that
+--                       waits at the end of a queue may be waiting on the
+--                       caller (a DataLoader taking from its loaders in
+--                       turn, two queues read in lockstep), so waiting for
+--                       its leases could wait forever; the caller's own
+--                       consumer is reading its leases itself.
+-- Reads only the job's leased rows (item_leased_expiry) and their holders'
+-- worker rows: a handful at the end of a job, when this runs.
+SELECT EXISTS (SELECT 1 FROM shardline_item WHERE job_id = %(job)s AND state = 'pending'),
+       extract(epoch FROM min(i.expires_at) - now()),
+       count(*) FILTER (WHERE i.worker = %(worker)s),
+       count(*) FILTER (WHERE i.worker IS DISTINCT FROM %(worker)s),
+       count(*) FILTER (WHERE i.expires_at < now()
+                           OR (h.consumer IS DISTINCT FROM %(consumer)s AND NOT h.waits))
+  FROM shardline_item AS i
+  LEFT JOIN LATERAL (
+        SELECT w.consumer,
+               EXISTS (SELECT 1
+                         FROM shardline_worker AS v
+                        WHERE v.job_id = w.job_id AND v.consumer = w.consumer
+                          AND v.waiting_since IS NOT NULL) AS waits
+          FROM shardline_worker AS w
+         WHERE w.job_id = i.job_id AND w.name = i.worker
+       ) AS h ON true
+ WHERE i.job_id = %(job)s AND i.state = 'leased';

@@ -1,0 +1,53 @@
+"""`make run` (manage.py serve) stops the embedded Postgres on Ctrl-C, also when an earlier command started it."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.support import ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def manage(home, *args, **kwargs):
+    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
+    env.update(SHARDLINE_HOME=str(home), PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs)
+
+
+@pytest.mark.timeout(240)  # a fresh embedded Postgres (initdb) and the web and Celery processes
+def test_serve_stops_the_postgres_that_migrate_left_running(tmp_path):
+    home = tmp_path / "home"
+    migrate = manage(home, "migrate", "--verbosity", "0")
+    output, _ = migrate.communicate(timeout=150)
+    assert migrate.returncode == 0, output
+    pidfile = home / "pgdata" / "postmaster.pid"
+    assert pidfile.exists(), "migrate should have started the embedded Postgres"
+
+    serve = manage(home, "serve", "--port", str(free_port()), "--workers", "1", "--no-sample", start_new_session=True)
+    try:
+        lines = []
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            line = serve.stdout.readline()
+            lines.append(line)
+            if not line or "Press Ctrl-C" in line:
+                break
+        assert "Press Ctrl-C" in lines[-1], "".join(lines)
+        serve.send_signal(signal.SIGINT)
+        rest, _ = serve.communicate(timeout=60)
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+    assert "stopped the embedded Postgres (started by an earlier command)" in rest, rest
+    assert not pidfile.exists()

@@ -1,0 +1,237 @@
+"""A process's leases on one job: the one owner of what the process holds.
+
+``Leaser`` takes items, acknowledges finished ones, fails given-up ones and
+keeps every held lease alive with a heartbeat thread. Streams (stream.py)
+decide *when* an item is finished; only the leaser talks to the server about
+leases, so no lease can be forgotten between the two: a finished lease stays
+held (and heartbeated) until the server has acknowledged it, however many
+requests that takes.
+
+The process also tells the server whether one of its consumers is at the
+end of a queue (``mark_at_end``): while one is, what the process holds may be
+stuck behind that consumer's wait (a DataLoader taking from its loaders in
+turn, two queues read in lockstep), so other workers should not wait for it.
+Takes that find nothing mark their own job; heartbeats carry the mark to
+every job the process holds leases of.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from dataclasses import dataclass
+
+from . import errors
+from .client import Client
+
+log = logging.getLogger("worker_sdk")
+
+
+@dataclass(frozen=True)
+class Lease:
+    id: int
+    token: int
+    item: str
+    epoch: int
+    position: int
+    offset: int | None = None  # a slice's first byte: readers seek straight to it
+
+    @classmethod
+    def from_answer(cls, raw: dict) -> "Lease":
+        return cls(raw["id"], raw["token"], raw["item"], raw["epoch"], raw["position"], raw.get("offset"))
+
+
+class Leaser:
+    """Takes, acknowledges and heartbeats the leases of one job for one worker name (one per process)."""
+
+    def __init__(self, client: Client, job_id: int, worker: str, consumer: str, lease_timeout: float, name: str):
+        self.client = client
+        self.job_id = job_id
+        self.worker = worker
+        self.consumer = consumer
+        self.name = name
+        self._held: dict[int, Lease] = {}
+        # Finished by their consumers, not yet acknowledged by the server:
+        # sent with the next request, and heartbeated until then.
+        self._finished: dict[int, Lease] = {}
+        # Leases in an acknowledgement on its way, and in a heartbeat on its
+        # way: a lease is never in both, so a heartbeat never reaches the
+        # server just after the lease's completion (and is refused as lost).
+        self._sending: set[int] = set()
+        self._extending: set[int] = set()
+        self._lock = threading.Condition()
+        self._reported_lost: set[int] = set()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self.interval = max(0.2, lease_timeout / 3)
+        self._thread = threading.Thread(target=self._heartbeat, name=f"shardline-heartbeat-{name}", daemon=True)
+        self._thread.start()
+        _leasers.add(self)
+
+    # -- what the process holds --------------------------------------------------
+
+    def known(self) -> int:
+        """Leases this process holds on the job (finished ones not yet acknowledged included)."""
+        with self._lock:
+            return len(self._held)
+
+    def take(self, finished: list[Lease] = ()) -> tuple[list[Lease], dict]:
+        """Acknowledges ``finished`` (and any earlier finished lease) and leases one item, in one request.
+
+        Returns (new leases, the server's answer). If the request fails, the
+        finished leases stay held and go with the next request.
+        """
+        with self._lock:
+            for lease in finished:
+                self._finished[lease.id] = lease
+        sent = self._start_sending()
+        try:
+            answer = self.client.take(
+                self.job_id, self.worker, 1, [{"id": lease.id, "token": lease.token} for lease in sent],
+                consumer=self.consumer,
+            )
+        finally:
+            self._stop_sending(sent)
+        leases = [Lease.from_answer(raw) for raw in answer["leases"]]
+        with self._lock:
+            for lease in sent:
+                self._finished.pop(lease.id, None)
+                self._held.pop(lease.id, None)
+            for lease in leases:
+                self._held[lease.id] = lease
+        for lease_id in answer.get("lost", []):
+            self._lost(lease_id, "its completion was refused")
+        return leases, answer
+
+    def complete(self, leases: list[Lease]) -> None:
+        """Acknowledges finished leases now (each with its own request)."""
+        with self._lock:
+            for lease in leases:
+                self._finished[lease.id] = lease
+        self.flush()
+
+    def flush(self) -> None:
+        """Sends every finished lease that the server has not acknowledged yet."""
+        for lease in self._start_sending():
+            self._report(lease, lambda: self.client.complete(lease.id, lease.token), "its completion was refused")
+
+    def _start_sending(self) -> list[Lease]:
+        """The finished leases no other request is sending, once no heartbeat carries them."""
+        with self._lock:
+            while True:
+                sent = [lease for lease in self._finished.values() if lease.id not in self._sending]
+                if not any(lease.id in self._extending for lease in sent):
+                    break
+                self._lock.wait()
+            self._sending.update(lease.id for lease in sent)
+            return sent
+
+    def _stop_sending(self, sent: list[Lease]) -> None:
+        with self._lock:
+            self._sending.difference_update(lease.id for lease in sent)
+
+    def fail(self, leases: list[Lease], error: str) -> None:
+        """Gives leases back with an error, for another attempt (or failed after the job's max_attempts)."""
+        for lease in leases:
+            with self._lock:
+                while lease.id in self._extending:
+                    self._lock.wait()
+                self._sending.add(lease.id)
+            self._report(lease, lambda: self.client.fail(lease.id, lease.token, error), "its failure report was refused")
+
+    def _report(self, lease: Lease, send, refused: str) -> None:
+        """Sends one lease's completion or failure (marked as sending by the caller); it is held no more."""
+        try:
+            send()
+        except errors.LeaseLostError:
+            self._lost(lease.id, refused)
+        finally:
+            self._stop_sending([lease])
+        with self._lock:
+            self._finished.pop(lease.id, None)
+            self._held.pop(lease.id, None)
+
+    def forget_all(self) -> None:
+        """The server fenced every lease (a restore): hold nothing, report nothing lost."""
+        with self._lock:
+            self._reported_lost.update(self._held)
+            self._held.clear()
+            self._finished.clear()
+
+    def _lost(self, lease_id: int, why: str) -> None:
+        with self._lock:
+            self._held.pop(lease_id, None)
+            self._finished.pop(lease_id, None)
+            if lease_id in self._reported_lost:
+                return
+            self._reported_lost.add(lease_id)
+        log.warning(
+            "work queue %s: lease %s was lost (%s): it expired and went to another worker, "
+            "or the job was restored; it is not counted twice",
+            self.name, lease_id, why,
+        )
+
+    # -- heartbeat -----------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Heartbeat now (the process started or stopped waiting)."""
+        self._wake.set()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            with self._lock:
+                pairs = [(lease.id, lease.token) for lease in self._held.values() if lease.id not in self._sending]
+                self._extending = {lease_id for lease_id, _token in pairs}
+            if not pairs:
+                continue
+            try:
+                answer = self.client.extend(pairs, waiting=process_waits())
+            except errors.ShardlineError as exc:
+                log.warning("work queue %s: heartbeat failed: %s", self.name, exc)
+                continue
+            finally:
+                with self._lock:
+                    self._extending = set()
+                    self._lock.notify_all()
+            for lease_id in answer.get("lost", []):
+                self._lost(lease_id, "the heartbeat was refused")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+
+# -- the process's end-of-queue mark ---------------------------------------------------
+#
+# A consumer is at its end while it waits for the last leases of a queue, and
+# after it ended while still holding what it reads (input_producer's reader).
+# While any consumer of the process is, the process's leases on every job are
+# not worth waiting for: they may be stuck behind that wait, or be finished
+# only when the process's training loop ends.
+
+_leasers: "weakref.WeakSet[Leaser]" = weakref.WeakSet()
+_at_end: "weakref.WeakSet[object]" = weakref.WeakSet()
+_at_end_lock = threading.Lock()
+
+
+def process_waits() -> bool:
+    return len(_at_end) > 0
+
+
+def mark_at_end(consumer: object, at_end: bool) -> None:
+    """Records whether ``consumer`` (a stream) is at its end; heartbeats say so at once when that changes the process's mark."""
+    with _at_end_lock:
+        before = len(_at_end) > 0
+        if at_end:
+            _at_end.add(consumer)
+        else:
+            _at_end.discard(consumer)
+        changed = before != (len(_at_end) > 0)
+    if changed:
+        for leaser in list(_leasers):
+            leaser.wake()

@@ -1,0 +1,163 @@
+"""One consumer's run of leases, and the rule that says when its queue has ended.
+
+A consumer is one loop that reads items: an ``items()`` loop, a tf.data
+generator, a queue runner, one slot of ``WorkQueue.dataset``. Its stream
+knows which leases it is still reading and hands finished ones to the
+process's ``Leaser``, the one owner of held leases.
+
+The acknowledgement rule: a consumer never holds an item it has finished
+while it waits. A stream acknowledges its finished leases in the same
+request that asks for the next item, so a consumer that waits at the end of
+the queue holds nothing it has finished; one that is still reading what it
+holds (a reader behind a buffer, ``lag`` > 1) is marked at its end, and the
+server stops counting its leases as worth waiting for (server/sql/at_end.sql).
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import threading
+from typing import Callable, Iterable, Iterator
+
+from . import errors
+from .leaser import Lease, Leaser, mark_at_end
+
+
+_NOTHING = object()
+
+
+class QueueExhausted(errors.ShardlineError):
+    """Every item of the queue has been taken (TensorFlow paths raise OutOfRangeError instead)."""
+
+
+def exhausted_message(name: str) -> str:
+    return f"All works in work queue {name} are taken."
+
+
+def queue_ended(answer: dict, known: int) -> bool:
+    """The end-of-queue rule, for a take that leased nothing.
+
+    The queue has ended for a consumer when the job is exhausted, or when no
+    lease left is worth waiting for (the rest is this consumer's own, or held
+    by consumers at their end too, which may be waiting on this one) and the
+    server counts no lease under this worker's name that the process does not
+    know of (a take whose answer was lost: it is waited out, so that its
+    expiry hands the item to a worker).
+    """
+    if answer["exhausted"]:
+        return True
+    waiting_on = answer.get("waiting_on")
+    if waiting_on is None:  # items pending, an epoch being created, a pause: not an end
+        return False
+    return waiting_on == 0 and (answer.get("leased_by_you") or 0) <= known
+
+
+class Stream:
+    """One consumer's leases: those it reads now (``open``), oldest first.
+
+    ``lag`` is how many of its newest leases a consumer may still be reading
+    when it asks for another: 1 for a loop that handles one item at a time,
+    3 for input_producer (one item in the reader, one in its queue, one
+    waiting to be enqueued). Older leases are acknowledged with the next take,
+    in the same request. A stream that ends keeps what it still reads until
+    ``finish()``.
+    """
+
+    def __init__(self, leaser: Callable[[], Leaser], name: str, lag: int = 1):
+        self._leaser = leaser
+        self.name = name
+        self.lag = lag
+        self.open: collections.deque[Lease] = collections.deque()
+        self.ended = False
+        self._stopped = threading.Event()
+
+    def next(self) -> Lease:
+        """The next lease; QueueExhausted at the end (JobCancelledError, JobFailedError when the job says so)."""
+        if self.ended:
+            raise QueueExhausted(exhausted_message(self.name))
+        leaser = self._leaser()
+        finished = []
+        while len(self.open) >= self.lag:
+            finished.append(self.open.popleft())
+        try:
+            while True:
+                leases, answer = leaser.take(finished)
+                finished = []
+                if leases:
+                    self.open.append(leases[0])
+                    return leases[0]
+                if queue_ended(answer, leaser.known()):
+                    self.ended = True
+                    raise QueueExhausted(exhausted_message(self.name))
+                if answer.get("waiting_on") is not None:
+                    mark_at_end(self, True)
+                # Jitter keeps the idle workers at the end of a job from polling in step.
+                if self._stopped.wait((answer["retry_after"] or 0.05) * random.uniform(0.5, 1.0)):
+                    raise QueueExhausted(f"work queue {self.name}: the consumer stopped")
+        finally:
+            mark_at_end(self, self._holds_at_end())
+
+    def records(self, lease: Lease, records: Iterable) -> Iterator:
+        """``records`` (a reader's output for ``lease``), acknowledging the lease when the reader is done.
+
+        The lease is completed once the reader is exhausted, before its last
+        record is handed on: a consumer that hands records to another process
+        (a DataLoader's loader) or a buffer is then never idle while holding
+        an item it has finished. A reader that raises, or a consumer that
+        stops before the end, gives the item back for another attempt.
+        """
+        last = _NOTHING
+        try:
+            for record in records:
+                if last is not _NOTHING:
+                    yield last
+                last = record
+        except GeneratorExit:
+            self.settle(lease, "the consumer stopped before finishing this item")
+            raise
+        except Exception as exc:
+            self.settle(lease, f"{type(exc).__name__}: {exc}")
+            raise
+        self.settle(lease)
+        if last is not _NOTHING:
+            yield last
+
+    def settle(self, lease: Lease, error: str | None = None) -> None:
+        """One lease is finished (or given up with ``error``), whatever its place in the stream."""
+        try:
+            self.open.remove(lease)
+        except ValueError:
+            return
+        if error is None:
+            self._leaser().complete([lease])
+        else:
+            self._leaser().fail([lease], error)
+        mark_at_end(self, self._holds_at_end())
+
+    def finish(self) -> None:
+        """The consumer read everything it was given: acknowledge what is open."""
+        leases, self.open = list(self.open), collections.deque()
+        if leases:
+            self._leaser().complete(leases)
+        mark_at_end(self, False)
+
+    def abort(self, error: str) -> None:
+        """The consumer stopped in the middle: give its open items back for another attempt."""
+        leases, self.open = list(self.open), collections.deque()
+        if leases:
+            self._leaser().fail(leases, error)
+        mark_at_end(self, False)
+
+    def stop(self) -> None:
+        """Ends a wait for the next item from another thread (the consumer is closing)."""
+        self._stopped.set()
+
+    def reset(self) -> None:
+        """After a restore (every lease fenced): hold nothing, and read again."""
+        self.open.clear()
+        self.ended = False
+        mark_at_end(self, False)
+
+    def _holds_at_end(self) -> bool:
+        return self.ended and bool(self.open)
