@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from server import progress, selectors
 from server.errors import InvalidTransition, JobSpecConflict, NotFound
-from server.models import FINAL_STATES, ROLE_RANK, JobState, Role
+from server.models import FINAL_STATES, ROLE_RANK, JobAction, JobState, Role
 from server.services import jobs as job_service
 from server.services import retries, snapshots
 from server.services.accounts import role_of_user
@@ -133,16 +133,8 @@ def _job_context(request, job) -> dict:
 
 
 def _actions(job) -> list[tuple[str, str]]:
-    actions = []
-    if job.state in (JobState.SLICING, JobState.READY, JobState.RUNNING):
-        actions.append(("pause", "Pause"))
-    if job.state == JobState.PAUSED:
-        actions.append(("resume", "Resume"))
-    if job.state not in (JobState.DONE, JobState.CANCELLED, JobState.FAILED):
-        actions.append(("cancel", "Cancel"))
-    if job.state in (JobState.READY, JobState.RUNNING, JobState.DONE, JobState.PAUSED):
-        actions.append(("retry", "Retry failed items"))
-    return actions
+    # Restore has its own button per snapshot.
+    return [(action, JobAction(action).label) for action in job.actions if action != JobAction.RESTORE]
 
 
 @login_required
@@ -172,10 +164,10 @@ def job_live(request, job_id: int):
     return render(request, "dashboard/_job_live.html", _job_context(request, _job_or_404(job_id)))
 
 
-ACTIONS = {
-    "pause": job_service.pause,
-    "resume": job_service.resume,
-    "cancel": job_service.cancel,
+STATE_CHANGES = {
+    JobAction.PAUSE: job_service.pause,
+    JobAction.RESUME: job_service.resume,
+    JobAction.CANCEL: job_service.cancel,
 }
 
 
@@ -188,8 +180,8 @@ def job_action(request, job_id: int, action: str):
         if action == "retry":
             count = retries.retry_failed(job.id, request.user)
             messages.success(request, f"{count} failed item{'s' if count != 1 else ''} put back to pending.")
-        elif action in ACTIONS:
-            ACTIONS[action](job.id, request.user)
+        elif action in STATE_CHANGES:
+            STATE_CHANGES[action](job.id, request.user)
             messages.success(request, f"Job {job.name}: {action} done.")
         else:
             raise Http404("no such action")

@@ -37,6 +37,32 @@ ACTIVE_STATES = (JobState.READY, JobState.RUNNING)
 FINAL_STATES = (JobState.DONE, JobState.CANCELLED, JobState.FAILED)
 
 
+class JobAction(models.TextChoices):
+    """What a person (or a restarted run) may do to a job; the API, the dashboard and the services read ACTIONS."""
+
+    PAUSE = "pause", "Pause"
+    RESUME = "resume", "Resume"
+    CANCEL = "cancel", "Cancel"
+    RETRY = "retry", "Retry failed items"
+    RESTORE = "restore", "Restore a snapshot"
+
+
+# The job's state machine: for each action, the states it is allowed from.
+# Where an action leads is the services' business (resume returns to the
+# state the job was paused in; retry and restore re-open a done job), but
+# whether it is allowed is decided here and nowhere else. Slicing, done,
+# running and failed are also reached without an action (server/services/jobs.py).
+ACTIONS: dict[str, tuple[str, ...]] = {
+    JobAction.PAUSE: (JobState.SLICING, JobState.READY, JobState.RUNNING),
+    JobAction.RESUME: (JobState.PAUSED,),
+    JobAction.CANCEL: (JobState.SLICING, JobState.READY, JobState.RUNNING, JobState.PAUSED),
+    # Both need item rows to act on, and make no sense for a job that will
+    # never hand anything out again.
+    JobAction.RETRY: (JobState.READY, JobState.RUNNING, JobState.PAUSED, JobState.DONE),
+    JobAction.RESTORE: (JobState.READY, JobState.RUNNING, JobState.PAUSED, JobState.DONE),
+}
+
+
 class Job(models.Model):
     name = models.CharField(max_length=200, unique=True)
     # The identity of the job besides its name: works (by digest), epochs,
@@ -76,6 +102,14 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.state})"
+
+    def allows(self, action: str) -> bool:
+        return self.state in ACTIONS[action]
+
+    @property
+    def actions(self) -> list[str]:
+        """The actions allowed in the job's current state, in ACTIONS order."""
+        return [action for action in ACTIONS if self.allows(action)]
 
 
 class Unit(models.Model):

@@ -9,7 +9,7 @@ from django.conf import settings
 from rest_framework import serializers
 from rest_framework.fields import ProhibitNullCharactersValidator
 
-from ..models import Item, ItemState, Job, JobState, Snapshot, Worker
+from ..models import Item, ItemState, Job, JobAction, JobState, Snapshot, Worker
 from ..services.jobs import JobSpec
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
@@ -156,13 +156,17 @@ def _slice_problem(item: str, *, sliced_by_server: bool) -> str | None:
 
 class JobSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    actions = serializers.ListField(
+        child=serializers.ChoiceField(choices=JobAction.choices), read_only=True,
+        help_text="What an admin may do to the job in its current state (pause, resume, cancel, retry, restore).",
+    )
 
     class Meta:
         model = Job
         fields = [
             "id", "name", "state", "works_count", "num_epochs", "shuffle", "seed", "prefix", "num_slices",
             "lease_timeout", "max_attempts", "spec_digest", "units_count", "epochs_materialised", "error",
-            "slicing_progress",
+            "slicing_progress", "actions",
             "created_by", "created_at", "updated_at", "started_at", "finished_at",
         ]
         read_only_fields = fields

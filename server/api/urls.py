@@ -8,6 +8,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/pause/", views.PauseJobView.as_view(), name="job-pause"),
     path("jobs/<int:job_id>/resume/", views.ResumeJobView.as_view(), name="job-resume"),
     path("jobs/<int:job_id>/cancel/", views.CancelJobView.as_view(), name="job-cancel"),
+    path("jobs/<int:job_id>/retry-failed/", views.RetryFailedView.as_view(), name="job-retry-failed"),
     path("jobs/<int:job_id>/watermarks/", views.WatermarksView.as_view(), name="job-watermarks"),
     path("jobs/<int:job_id>/leases/", views.TakeView.as_view(), name="job-take"),
     path("jobs/<int:job_id>/items/", views.ItemsView.as_view(), name="job-items"),

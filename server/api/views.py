@@ -17,6 +17,7 @@ from ..errors import LeaseLost
 from ..models import JobState
 from ..services import jobs as job_service
 from ..services import leases as lease_service
+from ..services import retries as retry_service
 from ..services import snapshots as snapshot_service
 from . import serializers as s
 from .pagination import ItemCursorPagination
@@ -101,6 +102,20 @@ class ResumeJobView(_JobActionView):
 
 class CancelJobView(_JobActionView):
     action = "cancel"
+
+
+class RetryFailedView(APIView):
+    permission_classes = [IsAdmin]
+
+    @extend_schema(
+        request=None,
+        responses={200: inline_serializer("RetryFailed", {"retried": serializers.IntegerField(), "job": s.JobSerializer()}),
+                   404: ERROR, 409: ERROR},
+        summary="Put every failed item back to pending with fresh attempts (not for a cancelled or failed job)",
+    )
+    def post(self, request, job_id: int):
+        retried = retry_service.retry_failed(job_id, request.user)
+        return Response({"retried": retried, "job": s.JobSerializer(job_service.get_job(job_id)).data})
 
 
 class WatermarksView(APIView):

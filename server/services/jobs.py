@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from .. import sql
 from ..errors import InvalidTransition, JobSpecConflict, NotFound
-from ..models import ACTIVE_STATES, FINAL_STATES, Event, EventKind, Job, JobState
+from ..models import ACTIONS, ACTIVE_STATES, Event, EventKind, Job, JobAction, JobState
 
 log = logging.getLogger("shardline.jobs")
 
@@ -165,38 +165,43 @@ def get_job(job_id: int) -> Job:
 
 
 @transaction.atomic  # the state and its event together: a worker told "cancelled" also learns by whom
-def _transition(job_id: int, allowed: tuple, target: str, action: str, user=None, **changes) -> Job:
+def _transition(job_id: int, action: str, target: str, user=None, **changes) -> Job:
     job = get_job(job_id)
-    updated = Job.objects.filter(pk=job_id, state__in=allowed).update(state=target, updated_at=timezone.now(), **changes)
+    updated = Job.objects.filter(pk=job_id, state__in=ACTIONS[action]).update(state=target, updated_at=timezone.now(), **changes)
     if not updated:
         current = Job.objects.values_list("state", flat=True).get(pk=job_id)
         raise InvalidTransition(f"cannot {action} job {job.name!r}: it is {current}")
-    Event.objects.create(job=job, kind=EventKind.STATE, message=f"{job.state} -> {target} ({action})", worker=_who(user))
+    Event.objects.create(job=job, kind=EventKind.STATE, message=f"{job.state} -> {target} ({action})", worker=actor_name(user))
     log.info(
         "job state changed",
-        extra={"event": "job_state", "job": job.id, "job_name": job.name, "previous": job.state, "state": target, "user": _who(user)},
+        extra={"event": "job_state", "job": job.id, "job_name": job.name, "previous": job.state, "state": target, "user": actor_name(user)},
     )
     job.refresh_from_db()
     return job
 
 
-def _who(user) -> str:
+def actor_name(user) -> str:
     return user.get_username() if user is not None and getattr(user, "is_authenticated", False) else ""
 
 
 def pause(job_id: int, user=None) -> Job:
     job = get_job(job_id)
-    return _transition(job_id, (JobState.SLICING, *ACTIVE_STATES), JobState.PAUSED, "pause", user, resume_state=job.state)
+    return _transition(job_id, JobAction.PAUSE, JobState.PAUSED, user, resume_state=job.state)
 
 
 def resume(job_id: int, user=None) -> Job:
     job = get_job(job_id)
-    return _transition(job_id, (JobState.PAUSED,), job.resume_state or JobState.READY, "resume", user, resume_state="")
+    return _transition(job_id, JobAction.RESUME, job.resume_state or JobState.READY, user, resume_state="")
 
 
 def cancel(job_id: int, user=None) -> Job:
-    not_final = [s for s in JobState.values if s not in FINAL_STATES]
-    return _transition(job_id, tuple(not_final), JobState.CANCELLED, "cancel", user, finished_at=timezone.now())
+    return _transition(job_id, JobAction.CANCEL, JobState.CANCELLED, user, finished_at=timezone.now())
+
+
+def check_allows(job: Job, action: str) -> None:
+    """Raises InvalidTransition unless the job's state allows ``action`` (models.ACTIONS)."""
+    if not job.allows(action):
+        raise InvalidTransition(f"cannot {action} job {job.name!r}: it is {job.state}")
 
 
 def cancellation_message(job: Job) -> str:

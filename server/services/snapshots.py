@@ -37,16 +37,11 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from .. import sql
-from ..errors import InvalidTransition, NotFound
-from ..models import Event, EventKind, Item, ItemHistory, Job, JobState, Snapshot, SnapshotRestore, Unit
+from ..errors import NotFound
+from ..models import Event, EventKind, Item, ItemHistory, Job, JobAction, JobState, Snapshot, SnapshotRestore, Unit
 from . import jobs
 
 log = logging.getLogger("shardline.snapshots")
-
-# A restore needs item rows to act on, and makes no sense for a job that
-# will never hand anything out again.
-RESTORABLE_STATES = (JobState.READY, JobState.RUNNING, JobState.PAUSED, JobState.DONE)
-
 
 @dataclass(frozen=True)
 class RestoreResult:
@@ -113,8 +108,7 @@ def restore(job_id: int, snapshot_id: int, *, generation: str = "", worker: str 
         if job is None:
             raise NotFound(f"no job with id {job_id}")
         snapshot = get(job_id, snapshot_id)
-        if job.state not in RESTORABLE_STATES:
-            raise InvalidTransition(f"cannot restore job {job.name!r}: it is {job.state}")
+        jobs.check_allows(job, JobAction.RESTORE)
 
         last = SnapshotRestore.objects.filter(job=job).order_by("-id").first()
         if last is not None and last.snapshot_id == snapshot.id:
