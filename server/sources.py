@@ -1,12 +1,11 @@
 """Record counting for slicing: which works exist, how many records each has,
 and where (in bytes) a given record starts.
 
-Formats are chosen by extension, or per work with a ``#format=NAME`` suffix:
+Formats (worker_sdk.formats: by extension, or a ``#format=NAME`` suffix) are counted so:
 
-    parquet   .parquet .pq                       rows, counted from the footer metadata
-    lines     .csv .tsv .txt .jsonl .ndjson .json  one record per line (the last may lack "\\n")
-    tfrecord  .tfrecord .tfrecords               records found by walking their headers,
-                                                 each length checked against its CRC32C
+    parquet   rows, from the footer metadata
+    lines     one record per line (the last may lack "\\n")
+    tfrecord  records found by walking their headers, each length checked against its CRC32C
 
 Works are local paths, ``file://`` URLs, or any fsspec URL whose backend is
 installed (``s3://`` with s3fs, ``gs://`` with gcsfs, ...). A directory or a
@@ -23,10 +22,7 @@ from dataclasses import dataclass, field
 import fsspec
 import numpy as np
 
-LINE_EXTENSIONS = (".csv", ".tsv", ".txt", ".jsonl", ".ndjson", ".json")
-PARQUET_EXTENSIONS = (".parquet", ".pq")
-TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords")
-FORMATS = ("lines", "tfrecord", "parquet")
+from worker_sdk import formats
 
 CHUNK = 8 * 1024 * 1024
 # The scan keeps the byte offset of every INDEX_STEP-th record; an exact
@@ -43,6 +39,7 @@ class SourceError(Exception):
 class Work:
     path: str                    # as the worker will read it (the item's path part)
     format: str | None           # None: not a sliceable format, one item per epoch
+    forced: bool = False         # the format was named by a #format= suffix (kept on the items)
     records: int = 0
     # TFRecord: (record number, byte offset) every INDEX_STEP records.
     index: list[tuple[int, int]] = field(default_factory=list)
@@ -103,34 +100,20 @@ def check_roots(path: str, roots: list[str]) -> None:
         )
 
 
-def split_format(work: str) -> tuple[str, str | None]:
-    """``path#format=tfrecord`` -> (path, "tfrecord")."""
-    if "#format=" in work:
-        path, _, name = work.rpartition("#format=")
-        if name not in FORMATS:
-            raise SourceError(f"{work}: unknown format {name!r}; use one of {', '.join(FORMATS)}")
-        return path, name
-    return work, None
-
-
-def format_of(path: str) -> str | None:
-    lower = path.lower()
-    if lower.endswith(PARQUET_EXTENSIONS):
-        return "parquet"
-    if lower.endswith(LINE_EXTENSIONS):
-        return "lines"
-    if lower.endswith(TFRECORD_EXTENSIONS):
-        return "tfrecord"
-    return None
-
-
 def _has_glob(path: str) -> bool:
     return any(ch in path for ch in "*?[")
 
 
 def expand(work: str) -> list[Work]:
     """A work as the files it stands for: itself, a directory's files, or a glob's matches."""
-    path, forced = split_format(work)
+    try:
+        path, forced = formats.split_format(work)
+    except formats.FormatError as exc:
+        raise SourceError(str(exc)) from None
+
+    def found(p: str, fs_p: str) -> Work:
+        return Work(p, forced or formats.format_of(fs_p), forced=forced is not None)
+
     try:
         fs, fs_path = fsspec.core.url_to_fs(path)
     except (ImportError, ValueError) as exc:
@@ -146,17 +129,17 @@ def expand(work: str) -> list[Work]:
             matches = sorted(p for p in fs.glob(fs_path) if fs.isfile(p))
             if not matches:
                 raise SourceError(f"{work}: the pattern matches no file")
-            return [Work(outward(p), forced or format_of(p)) for p in matches]
+            return [found(outward(p), p) for p in matches]
         if fs.isdir(fs_path):
             files = sorted(p for p in fs.ls(fs_path, detail=False) if fs.isfile(p))
             if not files:
                 raise SourceError(f"{work}: the directory has no files")
-            return [Work(outward(p), forced or format_of(p)) for p in files]
+            return [found(outward(p), p) for p in files]
         if not fs.exists(fs_path):
             raise SourceError(f"{work}: no such file")
     except PermissionError as exc:
         raise SourceError(f"{work}: not readable ({exc.strerror or exc})") from None
-    return [Work(path, forced or format_of(fs_path))]
+    return [found(path, fs_path)]
 
 
 def count(work: Work, progress=None) -> None:

@@ -7,57 +7,26 @@ records; ``dataset(item, offset=None)`` the same as a ``tf.data.Dataset``.
     tfrecord  (.tfrecord .tfrecords)                 serialized records (bytes)
     parquet   (.parquet .pq)                         rows as dicts (a dict of tensors in the dataset)
 
-A slice reader seeks to ``offset`` (the byte where record S starts; every
-lease of a slice carries it) and reads its E - S records, not the whole file.
-Without an offset it has to skip S records from the start. Local paths and
+Formats and the slice syntax are defined in ``worker_sdk.formats``; a work
+of no known format is read as lines. A slice reader seeks to ``offset`` (the
+byte where record S starts; every lease of a slice carries it) and reads its
+E - S records, not the whole file. Without an offset it has to skip S
+records from the start. Local paths and
 ``file://`` need nothing more; other URLs (``s3://``...) are opened with fsspec.
-A ``#format=NAME`` suffix on a work chooses the format explicitly.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import struct
-from dataclasses import dataclass
-from urllib.parse import parse_qs
 
-LINE_EXTENSIONS = (".csv", ".tsv", ".txt", ".jsonl", ".ndjson", ".json")
-PARQUET_EXTENSIONS = (".parquet", ".pq")
-TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords")
+from . import formats
 
 
-@dataclass(frozen=True)
-class Slice:
-    path: str
-    start: int | None
-    end: int | None
-    format: str | None
-
-
-def parse(item: str, format: str | None = None) -> Slice:
-    path, start, end = item, None, None
-    if "?" in item:
-        base, _, query = item.rpartition("?")
-        params = parse_qs(query)
-        if "start" in params and "end" in params:
-            try:
-                start, end = int(params["start"][0]), int(params["end"][0])
-            except ValueError:
-                raise ValueError(f"malformed slice {item!r}: start and end must be integers") from None
-            if not 0 <= start <= end:
-                raise ValueError(f"malformed slice {item!r}: need 0 <= start <= end")
-            path = base
-    if "#format=" in path:
-        path, _, format = path.rpartition("#format=")
-    return Slice(path, start, end, format or _format_of(path))
-
-
-def _format_of(path: str) -> str:
-    lower = path.lower()
-    if lower.endswith(PARQUET_EXTENSIONS):
-        return "parquet"
-    if lower.endswith(TFRECORD_EXTENSIONS):
-        return "tfrecord"
-    return "lines"
+def parse(item: str, format: str | None = None) -> formats.Slice:
+    """The item as path, record range and format (``format`` overrides the item's; unknown formats read as lines)."""
+    piece = formats.parse(item)
+    return dataclasses.replace(piece, format=format or piece.format or formats.READ_UNKNOWN_AS)
 
 
 def _open(path: str):
@@ -124,7 +93,7 @@ def _tfrecords(handle, _limit):
         yield data
 
 
-def _parquet_rows(piece: Slice):
+def _parquet_rows(piece: formats.Slice):
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -160,7 +129,7 @@ def dataset(item: str, offset: int | None = None, format: str | None = None):
     return tf.data.Dataset.from_generator(lambda: records(item, offset, format), output_signature=signature)
 
 
-def _parquet_signature(piece: Slice, tf):
+def _parquet_signature(piece: formats.Slice, tf):
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qs
 
 from django.conf import settings
 from rest_framework import serializers
 from rest_framework.fields import ProhibitNullCharactersValidator
+
+from worker_sdk import formats
 
 from ..models import Item, ItemState, Job, JobAction, JobState, Snapshot, Worker
 from ..services.jobs import JobSpec
@@ -95,10 +96,14 @@ class JobCreateSerializer(StrictSerializer):
     def validate(self, data):
         prefix = data.get("prefix") or ""
         for index, work in enumerate(data["works"]):
-            if "?" in work or "?" in prefix:
-                problem = _slice_problem(prefix + work, sliced_by_server=bool(data.get("num_slices")))
-                if problem:
-                    raise serializers.ValidationError({"works": [f"works[{index}] {prefix + work!r}: {problem}"]})
+            try:
+                piece = formats.parse(prefix + work)
+            except formats.FormatError as exc:
+                raise serializers.ValidationError({"works": [f"works[{index}]: {exc}"]}) from None
+            if piece.start is not None and data.get("num_slices"):
+                raise serializers.ValidationError({"works": [
+                    f"works[{index}] {prefix + work!r}: is already a slice (?start=&end=); with num_slices, name the whole file"
+                ]})
         # Works that the slicer will read: refuse those outside the data roots
         # now, rather than failing the job later.
         roots = settings.SHARDLINE_DATA_ROOTS
@@ -107,10 +112,7 @@ class JobCreateSerializer(StrictSerializer):
 
             outside = []
             for index, work in enumerate(data["works"]):
-                try:
-                    path = sources.split_format((data.get("prefix") or "") + work)[0]
-                except sources.SourceError as exc:
-                    raise serializers.ValidationError({"works": [f"works[{index}]: {exc}"]}) from None
+                path = formats.split_format(prefix + work)[0]
                 if sources.outside_roots(path, roots):
                     outside.append(f"works[{index}] {path!r}")
                     if len(outside) == 5:
@@ -134,24 +136,6 @@ class JobCreateSerializer(StrictSerializer):
             lease_timeout=data["lease_timeout"] or float(settings.SHARDLINE_DEFAULT_LEASE_TIMEOUT),
             max_attempts=data["max_attempts"] or settings.SHARDLINE_DEFAULT_MAX_ATTEMPTS,
         )
-
-
-def _slice_problem(item: str, *, sliced_by_server: bool) -> str | None:
-    """What is wrong with a work written as a slice (``path?start=S&end=E``), as the SDK's reader parses it."""
-    params = parse_qs(item.rpartition("?")[2])
-    if "start" not in params and "end" not in params:
-        return None
-    if sliced_by_server:
-        return "is already a slice (?start=&end=); with num_slices, name the whole file"
-    if "start" not in params or "end" not in params:
-        return "a slice needs both start and end (path?start=S&end=E)"
-    try:
-        start, end = int(params["start"][0]), int(params["end"][0])
-    except ValueError:
-        return "malformed slice: start and end must be integers"
-    if not 0 <= start <= end:
-        return "malformed slice: need 0 <= start <= end"
-    return None
 
 
 class JobSerializer(serializers.ModelSerializer):

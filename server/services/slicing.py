@@ -17,6 +17,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from worker_sdk import formats
+
 from .. import sources
 from ..models import Event, EventKind, Job, JobState, Unit
 from . import jobs
@@ -103,7 +105,7 @@ def slice_job(job_id: int) -> str:
     try:
         roots = settings.SHARDLINE_DATA_ROOTS
         for work in raw_works:
-            sources.check_roots(sources.split_format(work)[0], roots)
+            sources.check_roots(formats.split_format(work)[0], roots)
         expanded = [w for work in raw_works for w in sources.expand(work)]
         for work in expanded:  # a directory or glob may hold links that lead out
             sources.check_roots(work.path, roots)
@@ -115,7 +117,7 @@ def slice_job(job_id: int) -> str:
         units = plan(expanded, job.num_slices)
         if not units:
             raise sources.SourceError("every work is empty: there is nothing to hand out")
-    except sources.SourceError as exc:
+    except (sources.SourceError, formats.FormatError) as exc:
         _fail(job, str(exc))
         return f"job {job_id} failed: {exc}"
     return _install(job, units)
@@ -135,7 +137,8 @@ def plan(works: list[sources.Work], num_slices: int) -> list[tuple[str, int | No
             continue
         spans = bounds(work.records, counts[id(work)])
         offsets = sources.offsets_of(work, [start for start, _end in spans])
-        units += [(f"{work.path}?start={start}&end={end}", offset) for (start, end), offset in zip(spans, offsets)]
+        forced = work.format if work.forced else None
+        units += [(formats.slice_item(work.path, start, end, forced), offset) for (start, end), offset in zip(spans, offsets)]
     return units
 
 

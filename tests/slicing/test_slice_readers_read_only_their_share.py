@@ -77,3 +77,15 @@ def test_malformed_slice_strings_are_refused():
     for item in ("/d.csv?start=5&end=2", "/d.csv?start=x&end=3", "/d.csv?start=-1&end=3"):
         with pytest.raises(ValueError, match="malformed slice"):
             readers.parse(item)
+
+
+def test_a_format_named_by_suffix_reaches_the_reader_of_each_slice(tmp_path):
+    # records.bin has no known extension: without the suffix on its slices a
+    # reader would take the TFRecord bytes for lines.
+    path = write_tfrecord(tmp_path / "records.bin", 40)
+    work = sources.expand(f"{path}#format=tfrecord")[0]
+    sources.count(work)
+    units = plan([work], 4)
+    assert [item for item, _offset in units][0] == f"{path}?start=0&end=10#format=tfrecord"
+    read = [record for item, offset in units for record in readers.records(item, offset)]
+    assert read == list(readers.records(f"{path}#format=tfrecord")) and len(read) == 40
