@@ -9,8 +9,9 @@ Runs, in one process tree and one run so the ratios compare like with like:
   http-single   C processes, each POSTing /leases/ with count=1 and the previous
                 lease's completion piggybacked (one round trip per item), over
                 a kept-alive http.client connection
-  http-batch32  the same with count=32
-  http-half     http-single paced at half of its measured peak, for latency
+  http-keyed    http-single with an Idempotency-Key per take, as the SDK sends
+  http-batch32  the same with count=32 (keyed)
+  http-half     http-keyed paced at half of its measured peak, for latency
 Prints items/s, p50/p99 latency per round trip, and the ratios the targets
 name. Uses DATABASE_URL when set, else the embedded Postgres.
 """
@@ -73,7 +74,7 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
         while time.time() < deadline:
             began = time.perf_counter()
             with conn.cursor() as cur:
-                params = {"job": job["id"], "worker": worker, "count": 1, "tail_window": job["tail_window"],
+                params = {"job": job["id"], "worker": worker, "consumer": worker, "count": 1, "tail_window": job["tail_window"],
                           "ids": [h[0] for h in held], "tokens": [h[1] for h in held], "records": [None] * len(held)}
                 cur.execute(execute, [params[key] for key in names])
                 rows = cur.fetchall()
@@ -83,7 +84,7 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
     out.put((items, latencies))
 
 
-def http_client(base: str, key: str, job_id: int, count: int, seconds: float, start_at: float, pace: float | None, out):
+def http_client(base: str, key: str, job_id: int, count: int, keyed: bool, seconds: float, start_at: float, pace: float | None, out):
     # A lean load generator (http.client, one kept-alive connection): it
     # shares the 2 CPUs with the server, so its own cost would count against
     # the server's rate. The SDK's requests-based transport costs more per call.
@@ -110,7 +111,9 @@ def http_client(base: str, key: str, job_id: int, count: int, seconds: float, st
                 if delay > 0:
                     time.sleep(delay)
             began = time.perf_counter()
-            connection.request("POST", path, json.dumps({"worker": name, "count": count, "complete": held}), headers)
+            # As the SDK sends a take: with an Idempotency-Key (one per take).
+            sent = {**headers, "Idempotency-Key": uuid.uuid4().hex} if keyed else headers
+            connection.request("POST", path, json.dumps({"worker": name, "count": count, "complete": held}), sent)
             response = connection.getresponse()
             payload = response.read()
             latencies.append(time.perf_counter() - began)
@@ -192,13 +195,15 @@ def main():
         job = new_job("raw")
         results["raw-sql"] = run_arm(raw_sql_client, lambda i: (dsn, job), clients, args.seconds)
         job = new_job("single")
-        results["http-single"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 1), [(i, (None,)) for i in range(args.clients)], args.seconds)
+        results["http-single"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 1, False), [(i, (None,)) for i in range(args.clients)], args.seconds)
+        job = new_job("keyed")
+        results["http-keyed"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 1, True), [(i, (None,)) for i in range(args.clients)], args.seconds)
         job = new_job("batch")
-        results["http-batch32"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 32), [(i, (None,)) for i in range(args.clients)], args.seconds)
+        results["http-batch32"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 32, True), [(i, (None,)) for i in range(args.clients)], args.seconds)
         half_rate = results["http-single"]["items_per_s"] / 2
         pace = args.clients / half_rate if half_rate > 0 else 0.1
         job = new_job("half")
-        results["http-half"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 1), [(i, (pace,)) for i in range(args.clients)], args.seconds)
+        results["http-half"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 1, True), [(i, (pace,)) for i in range(args.clients)], args.seconds)
     finally:
         server.stop()
 
@@ -211,6 +216,7 @@ def main():
     print()
     print(f"HTTP single / raw SQL         {single['items_per_s'] / raw['items_per_s']:.2f}   (target >= 0.40)")
     print(f"HTTP batch32 / HTTP single    {batch['items_per_s'] / single['items_per_s']:.2f}   (target >= 5)")
+    print(f"HTTP keyed / HTTP single      {results['http-keyed']['items_per_s'] / single['items_per_s']:.2f}   (the cost of idempotent takes)")
     print(f"p99 at half load              {half['p99_ms']:.2f} ms at {half['items_per_s']:.0f} items/s   (target < 20 ms)")
 
 

@@ -67,8 +67,3 @@ class JobCancelled(ShardlineError):
 
     status = 409
     code = "job_cancelled"
-
-
-class ServiceUnavailable(ShardlineError):
-    status = 503
-    code = "unavailable"

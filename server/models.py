@@ -1,8 +1,24 @@
 """The dispatch domain: jobs, their items per epoch, leases, workers, tokens.
 
+Words (the README's Development section has the same table):
+
+    work    what a job is made of, as the user wrote it (a file, a directory
+            or glob, or with num_slices a file to be cut)
+    unit    one entry of a job's per-epoch list: a work, or a slice of one
+    slice   records [S, E) of a file, ``path?start=S&end=E`` (worker_sdk.formats)
+    item    one unit in one epoch; its row is also its current lease
+    lease   an item handed to a worker until it completes, fails, or expires
+    token   a lease's fencing token, fresh on every lease
+    epoch   one pass over the units
+    worker  a name that leases items (one process); its consumer is the
+            process that uses what it reads
+    action  what an admin may do to a job, allowed by its state (ACTIONS)
+
 State changes go through ``server.services``; the hot path (take, complete,
 fail, extend) is SQL in ``server/sql/``. The models here define the schema and
-serve reads (admin, selectors).
+serve reads (admin, selectors). Over 400 lines because it is the whole schema
+and the facts derived from single rows (Job.actions, Worker liveness), which
+belong beside their fields.
 """
 
 from __future__ import annotations
@@ -283,6 +299,28 @@ class Worker(models.Model):
     @property
     def mean_item_seconds(self) -> float | None:
         return self.busy_seconds / self.items_done if self.items_done else None
+
+
+class TakeRequest(models.Model):
+    """A take's answer kept under the key its client sent (``Idempotency-Key``), for the client's retries.
+
+    A take whose answer was lost on the way (a timeout, a dropped connection)
+    is sent again with the same key; the server answers it with the first
+    answer instead of leasing more items, which the client would never know
+    it holds. Rows live REQUEST_KEY_TTL (server/services/requests.py).
+    """
+
+    pk = models.CompositePrimaryKey("job", "key")
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, db_constraint=False)  # see Unit.job
+    key = models.CharField(max_length=64)
+    worker = models.CharField(max_length=255)
+    # Null while the first request is being answered.
+    answer = models.JSONField(null=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "shardline_take_request"
+        indexes = [models.Index(fields=["job", "worker", "created_at"], name="take_request_worker_age")]
 
 
 class EventKind(models.TextChoices):

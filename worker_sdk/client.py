@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import uuid
+
 from .transport import Transport
 
 
 class Client:
+    """The server's API over a transport; ``WorkQueue(client=...)`` takes one (tests pass a fake transport)."""
+
     def __init__(self, transport: Transport):
         self.transport = transport
+
+    def close(self) -> None:
+        self.transport.close()
 
     def create_job(self, spec: dict) -> dict:
         return self.transport.request("POST", "/api/v1/jobs/", json=spec)
@@ -19,7 +26,10 @@ class Client:
         body = {"worker": worker, "count": count, "complete": list(complete)}
         if consumer is not None:
             body["consumer"] = consumer
-        return self.transport.request("POST", f"/api/v1/jobs/{job_id}/leases/", json=body)
+        # One key per take, reused by the transport's retries: a take whose
+        # answer was lost is answered again, not given more items.
+        key = uuid.uuid4().hex
+        return self.transport.request("POST", f"/api/v1/jobs/{job_id}/leases/", json=body, idempotency_key=key)
 
     def complete(self, lease_id: int, token: int, records: int | None = None) -> dict:
         return self.transport.request("POST", f"/api/v1/leases/{lease_id}/complete/", json={"token": token, "records": records})

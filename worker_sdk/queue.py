@@ -73,6 +73,8 @@ class WorkQueue:
     lease_timeout   seconds before a silent worker's items go to others
     max_attempts    tries per item before it is marked failed
     worker          this worker's name in the audit (default host:pid:task)
+    client          a worker_sdk.client.Client to talk through (default: one
+                    over HTTP to ``url``, retrying for ``retry_seconds``)
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class WorkQueue:
         max_attempts=None,
         worker=None,
         retry_seconds=None,
+        client: Client | None = None,
     ):
         if not isinstance(works, list) or not works:
             raise ValueError("WorkQueue requires works as a list of strings")
@@ -117,8 +120,7 @@ class WorkQueue:
         self.lease_timeout = lease_timeout
         self.max_attempts = max_attempts
         self.worker = worker or os.environ.get("SHARDLINE_WORKER") or None
-        self._transport = Transport(url, token, retry_seconds=retry_seconds)
-        self._client = Client(self._transport)
+        self._client = client or Client(Transport(url, token, retry_seconds=retry_seconds))
         self._job: dict | None = None
         self._state_lock = threading.Lock()
         # The process that uses what this queue reads (the torch adapter's
@@ -186,7 +188,7 @@ class WorkQueue:
             ) from None
         if job["state"] in ("done", "cancelled"):
             warnings.warn(
-                f"work queue {self.name}: job {job['name']!r} (id {job['id']}) on {self._transport.url} is already "
+                f"work queue {self.name}: job {job['name']!r} (id {job['id']}) on {self._client.transport.url} is already "
                 f"{job['state']}, so there is nothing left to read. This is how a restart of a finished run looks; "
                 f"to read the works again as a new run, set SHARDLINE_RUN (or pass run=...) to a new value, "
                 f"e.g. SHARDLINE_RUN=$(date +%Y%m%d-%H%M%S), the same on every worker.",
@@ -373,14 +375,18 @@ class WorkQueue:
         return checkpoint.register_saveable(self)
 
     def close(self) -> None:
-        """Acknowledges items still held by consumers that reached their end, and stops the heartbeat."""
-        if self._leaser_obj is None or self._leaser_pid != os.getpid():
-            return
-        for stream in list(self._streams):
-            if stream.ended:
-                stream.finish()
-        self._leaser_obj.flush()
-        self._leaser_obj.stop()
+        """Acknowledges items still held by consumers that reached their end, stops the heartbeat, closes connections.
+
+        The queue stays usable: a later take reconnects and starts a new heartbeat.
+        """
+        if self._leaser_obj is not None and self._leaser_pid == os.getpid():
+            for stream in list(self._streams):
+                if stream.ended:
+                    stream.finish()
+            self._leaser_obj.flush()
+            self._leaser_obj.stop()
+            self._leaser_obj = None
+        self._client.close()
 
     # -- TensorFlow (imported only here) --------------------------------------
 

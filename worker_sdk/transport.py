@@ -67,17 +67,25 @@ class Transport:
         state["_pid"] = None
         return state
 
+    def close(self) -> None:
+        """Closes the pooled connections (a later request opens new ones)."""
+        if self._session is not None and self._pid == os.getpid():
+            self._session.close()
+        self._session = None
+
     def backoff(self, attempt: int) -> float:
         return random.uniform(0, min(self.backoff_max, self.backoff_base * 2**attempt))
 
-    def request(self, method: str, path: str, *, json=None, params=None):
+    def request(self, method: str, path: str, *, json=None, params=None, idempotency_key: str | None = None):
+        """One API call, retried as the module docstring says; every retry carries the same ``idempotency_key``."""
         url = self.url + path
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         deadline = time.monotonic() + self.retry_seconds
         attempt = 0
         while True:
             problem = None
             try:
-                response = self.session.request(method, url, json=json, params=params, timeout=self.timeout)
+                response = self.session.request(method, url, json=json, params=params, headers=headers, timeout=self.timeout)
             except (requests.ConnectionError, requests.Timeout) as exc:
                 problem, wait = f"{type(exc).__name__}: {exc}", self.backoff(attempt)
             else:

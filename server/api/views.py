@@ -17,6 +17,7 @@ from ..errors import LeaseLost
 from ..models import JobState
 from ..services import jobs as job_service
 from ..services import leases as lease_service
+from ..services import requests as request_service
 from ..services import retries as retry_service
 from ..services import snapshots as snapshot_service
 from . import serializers as s
@@ -132,36 +133,48 @@ class TakeView(APIView):
 
     @extend_schema(
         request=s.TakeSerializer,
+        parameters=[OpenApiParameter(
+            "Idempotency-Key", str, OpenApiParameter.HEADER,
+            description="One per take, the same on its retries: a repeat is answered with the first answer "
+                        "(and waits for it if that one is still being answered). 1-64 of A-Z a-z 0-9 - _",
+        )],
         responses={200: s.TakeResponseSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
         summary="Lease the next items (and complete earlier ones in the same request)",
     )
     def post(self, request, job_id: int):
         data = s.parse_take(request.data)
         completions = [lease_service.Completion(c["id"], c["token"], c["records"]) for c in data["complete"]]
-        result = lease_service.take(job_id, data["worker"], data["count"], completions, consumer=data["consumer"])
-        return Response(
+
+        def answer() -> dict:
+            result = lease_service.take(job_id, data["worker"], data["count"], completions, consumer=data["consumer"])
+            return _take_answer(result)
+
+        key = request.headers.get("Idempotency-Key")
+        return Response(request_service.answer_once(job_id, data["worker"], key, answer))
+
+
+def _take_answer(result: lease_service.TakeResult) -> dict:
+    return {
+        "leases": [
             {
-                "leases": [
-                    {
-                        "id": lease.id,
-                        "token": lease.token,
-                        "item": lease.item,
-                        "epoch": lease.epoch,
-                        "position": lease.position,
-                        "expires_at": lease.expires_at,
-                        "offset": lease.offset,
-                    }
-                    for lease in result.leases
-                ],
-                "exhausted": result.exhausted,
-                "retry_after": result.retry_after,
-                "completed": result.completed,
-                "lost": result.lost,
-                "leased_by_you": result.leased_by_you,
-                "leased_by_others": result.leased_by_others,
-                "waiting_on": result.waiting_on,
+                "id": lease.id,
+                "token": lease.token,
+                "item": lease.item,
+                "epoch": lease.epoch,
+                "position": lease.position,
+                "expires_at": lease.expires_at,
+                "offset": lease.offset,
             }
-        )
+            for lease in result.leases
+        ],
+        "exhausted": result.exhausted,
+        "retry_after": result.retry_after,
+        "completed": result.completed,
+        "lost": result.lost,
+        "leased_by_you": result.leased_by_you,
+        "leased_by_others": result.leased_by_others,
+        "waiting_on": result.waiting_on,
+    }
 
 
 class CompleteView(APIView):

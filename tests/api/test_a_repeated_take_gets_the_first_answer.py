@@ -1,0 +1,69 @@
+"""A take sent again with the same Idempotency-Key is answered with the first answer and leases nothing more."""
+
+import pytest
+
+from server.models import Item, TakeRequest
+
+from .helpers import create_job
+
+pytestmark = pytest.mark.django_db
+
+
+def post_take(client, job_id, key, worker="w1"):
+    return client.post(
+        f"/api/v1/jobs/{job_id}/leases/", {"worker": worker, "count": 2, "complete": []}, format="json",
+        headers={"Idempotency-Key": key} if key is not None else {},
+    )
+
+
+def leased(job_id):
+    return Item.objects.filter(job_id=job_id, state="leased").count()
+
+
+def test_a_repeat_is_answered_with_the_first_answer(worker_client, job_name):
+    job = create_job(worker_client, job_name, ["/a", "/b", "/c", "/d", "/e"])
+    first = post_take(worker_client, job["id"], "k-1")
+    again = post_take(worker_client, job["id"], "k-1")
+    assert first.status_code == again.status_code == 200
+    assert again.json() == first.json() and len(first.json()["leases"]) == 2
+    assert leased(job["id"]) == 2
+    # Another key is another take.
+    other = post_take(worker_client, job["id"], "k-2").json()
+    assert {lease["id"] for lease in other["leases"]}.isdisjoint(lease["id"] for lease in first.json()["leases"])
+    assert leased(job["id"]) == 4
+
+
+def test_a_take_that_raises_leaves_no_claim_behind(worker_client, admin_client, job_name):
+    job = create_job(worker_client, job_name, ["/a"])
+    admin_client.post(f"/api/v1/jobs/{job['id']}/cancel/")
+    for _ in range(2):  # the repeat runs again and says the same
+        response = post_take(worker_client, job["id"], "k-cancelled")
+        assert response.status_code == 409 and response.json()["error"] == "job_cancelled"
+    assert not TakeRequest.objects.filter(job_id=job["id"]).exists()
+
+
+@pytest.mark.parametrize("key", ["", "x" * 65, "no spaces", "ключ"])
+def test_a_malformed_key_is_refused_and_leases_nothing(worker_client, job_name, key):
+    job = create_job(worker_client, job_name, ["/a"])
+    response = post_take(worker_client, job["id"], key)
+    if key == "":
+        assert response.status_code == 200  # an empty header is no key
+        return
+    assert response.status_code == 400 and "Idempotency-Key" in response.json()["message"]
+    assert leased(job["id"]) == 0 and not TakeRequest.objects.filter(job_id=job["id"]).exists()
+
+
+def test_old_keys_of_a_worker_are_dropped_by_its_next_take(worker_client, job_name):
+    from datetime import timedelta
+
+    job = create_job(worker_client, job_name, ["/a", "/b", "/c"])
+    TakeRequest.objects.create(job_id=job["id"], key="k-old", worker="w1", answer={}, created_at=_now() - timedelta(hours=1))
+    TakeRequest.objects.create(job_id=job["id"], key="k-other", worker="w2", answer={}, created_at=_now() - timedelta(hours=1))
+    post_take(worker_client, job["id"], "k-new")
+    assert set(TakeRequest.objects.filter(job_id=job["id"]).values_list("key", flat=True)) == {"k-other", "k-new"}
+
+
+def _now():
+    from django.utils import timezone
+
+    return timezone.now()

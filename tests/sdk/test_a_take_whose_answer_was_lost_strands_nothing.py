@@ -1,0 +1,45 @@
+"""A take whose answer is lost on the way is retried with its key: the server answers it again, nothing is stranded."""
+
+import requests
+
+from worker_sdk import WorkQueue
+from worker_sdk.client import Client
+from worker_sdk.transport import Transport
+
+
+class LosesTakeAnswers(requests.Session):
+    """Sends each request, then loses the answer of every other take that leased something."""
+
+    lost = 0
+    takes = 0
+
+    def request(self, method, url, *args, **kwargs):
+        response = super().request(method, url, *args, **kwargs)
+        if method == "POST" and url.endswith("/leases/") and response.ok and response.json()["leases"]:
+            type(self).takes += 1
+            if type(self).takes % 2:
+                type(self).lost += 1
+                raise requests.ConnectionError("connection reset after the server answered")
+        return response
+
+
+class LossyTransport(Transport):
+    @property
+    def session(self):
+        session = super().session
+        session.__class__ = LosesTakeAnswers
+        return session
+
+
+def test_every_item_is_leased_once_although_half_the_take_answers_were_lost(sdk_env, live_api):
+    works = [f"/d/{i}" for i in range(6)]
+    # A short lease timeout: a stranded lease would expire and be leased a
+    # second time within the test, which the attempts below would show.
+    queue = WorkQueue(works, shuffle=False, lease_timeout=1, client=Client(LossyTransport(retry_seconds=30)))
+    assert list(queue.items()) == works
+    assert LosesTakeAnswers.lost >= 3
+
+    job_id = queue.job["id"]
+    rows = live_api().get(f"/api/v1/jobs/{job_id}/items/").json()["results"]
+    assert sorted((row["item"], row["state"], row["attempts"]) for row in rows) == [(w, "done", 1) for w in works]
+    queue.close()
