@@ -67,3 +67,12 @@ def _now():
     from django.utils import timezone
 
     return timezone.now()
+
+
+@pytest.mark.parametrize("key", [None, "k-none"])
+def test_a_take_on_no_job_is_a_4xx_with_or_without_a_key(worker_client, key):
+    assert post_take(worker_client, 987654321, key).status_code == 404
+    assert not TakeRequest.objects.filter(key="k-none").exists()
+    # Last: the refused statement ends the test's transaction.
+    response = post_take(worker_client, 2**70, key)
+    assert response.status_code == 400 and "out of the range" in response.json()["message"]
