@@ -50,6 +50,8 @@ def answer_once(job_id: int, worker: str, key: str | None, answer: Callable[[], 
     with transaction.atomic():
         ((mine, stored),) = sql.run("claim_request", params)
         if not mine:
+            if stored is None:
+                ((stored,),) = sql.run("stored_answer", {"job": job_id, "key": key})
             return json.loads(stored) if isinstance(stored, str) else stored
         try:
             body = json.loads(json.dumps(answer(), cls=JSONEncoder))
