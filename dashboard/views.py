@@ -177,7 +177,7 @@ def job_action(request, job_id: int, action: str):
     _require(request, Role.ADMIN)
     job = _job_or_404(job_id)
     try:
-        if action == "retry":
+        if action == JobAction.RETRY:
             count = retries.retry_failed(job.id, request.user)
             messages.success(request, f"{count} failed item{'s' if count != 1 else ''} put back to pending.")
         elif action in STATE_CHANGES:
