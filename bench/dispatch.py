@@ -74,8 +74,16 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
         while time.time() < deadline:
             began = time.perf_counter()
             with conn.cursor() as cur:
-                params = {"job": job["id"], "worker": worker, "consumer": worker, "count": 1, "tail_window": job["tail_window"],
-                          "ids": [h[0] for h in held], "tokens": [h[1] for h in held], "records": [None] * len(held)}
+                params = {
+                    "job": job["id"],
+                    "worker": worker,
+                    "consumer": worker,
+                    "count": 1,
+                    "tail_window": job["tail_window"],
+                    "ids": [h[0] for h in held],
+                    "tokens": [h[1] for h in held],
+                    "records": [None] * len(held),
+                }
                 cur.execute(execute, [params[key] for key in names])
                 rows = cur.fetchall()
             items += len(rows[0][4])
@@ -84,7 +92,9 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
     out.put((items, latencies))
 
 
-def http_client(base: str, key: str, job_id: int, count: int, keyed: bool, seconds: float, start_at: float, pace: float | None, out):
+def http_client(
+    base: str, key: str, job_id: int, count: int, keyed: bool, seconds: float, start_at: float, pace: float | None, out
+):
     # A lean load generator (http.client, one kept-alive connection): it
     # shares the 2 CPUs with the server, so its own cost would count against
     # the server's rate. The SDK's requests-based transport costs more per call.
@@ -132,7 +142,10 @@ def run_arm(target, args_for_client, clients, seconds):
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     start_at = time.time() + 2.0
-    processes = [context.Process(target=target, args=(*args_for_client(i), seconds, start_at, *extra, queue)) for i, extra in clients]
+    processes = [
+        context.Process(target=target, args=(*args_for_client(i), seconds, start_at, *extra, queue))
+        for i, extra in clients
+    ]
     for process in processes:
         process.start()
     results = [queue.get(timeout=seconds + 120) for _ in processes]
@@ -178,11 +191,21 @@ def main():
     _token, key = accounts.create_token(user, "worker", name="bench")
     db = settings.DATABASES["default"]
     dsn_url = database_url(db)
-    conninfo = {"dbname": db["NAME"], "user": db["USER"], "host": db["HOST"], "port": db["PORT"] or None, "password": db["PASSWORD"] or None}
+    conninfo = {
+        "dbname": db["NAME"],
+        "user": db["USER"],
+        "host": db["HOST"],
+        "port": db["PORT"] or None,
+        "password": db["PASSWORD"] or None,
+    }
     dsn = " ".join(f"{k}={v}" for k, v in conninfo.items() if v)
 
     def new_job(tag):
-        spec = jobs.JobSpec(name=f"bench-{tag}-{uuid.uuid4().hex[:6]}", works=[f"/bench/{i:07d}" for i in range(args.items)], lease_timeout=300.0)
+        spec = jobs.JobSpec(
+            name=f"bench-{tag}-{uuid.uuid4().hex[:6]}",
+            works=[f"/bench/{i:07d}" for i in range(args.items)],
+            lease_timeout=300.0,
+        )
         job, _ = jobs.create_or_attach(spec)
         # The raw-SQL clients run take.sql with the service's parameters
         # (they are spawned without Django, so they get them from here).
@@ -195,20 +218,42 @@ def main():
         job = new_job("raw")
         results["raw-sql"] = run_arm(raw_sql_client, lambda i: (dsn, job), clients, args.seconds)
         job = new_job("single")
-        results["http-single"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 1, False), [(i, (None,)) for i in range(args.clients)], args.seconds)
+        results["http-single"] = run_arm(
+            http_client,
+            lambda i: (server.url, key, job["id"], 1, False),
+            [(i, (None,)) for i in range(args.clients)],
+            args.seconds,
+        )
         job = new_job("keyed")
-        results["http-keyed"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 1, True), [(i, (None,)) for i in range(args.clients)], args.seconds)
+        results["http-keyed"] = run_arm(
+            http_client,
+            lambda i: (server.url, key, job["id"], 1, True),
+            [(i, (None,)) for i in range(args.clients)],
+            args.seconds,
+        )
         job = new_job("batch")
-        results["http-batch32"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 32, True), [(i, (None,)) for i in range(args.clients)], args.seconds)
+        results["http-batch32"] = run_arm(
+            http_client,
+            lambda i: (server.url, key, job["id"], 32, True),
+            [(i, (None,)) for i in range(args.clients)],
+            args.seconds,
+        )
         half_rate = results["http-single"]["items_per_s"] / 2
         pace = args.clients / half_rate if half_rate > 0 else 0.1
         job = new_job("half")
-        results["http-half"] = run_arm(http_client, lambda i: (server.url, key, job["id"], 1, True), [(i, (pace,)) for i in range(args.clients)], args.seconds)
+        results["http-half"] = run_arm(
+            http_client,
+            lambda i: (server.url, key, job["id"], 1, True),
+            [(i, (pace,)) for i in range(args.clients)],
+            args.seconds,
+        )
     finally:
         server.stop()
 
     cpu = os.cpu_count()
-    print(f"\nDispatch benchmark: {args.clients} client processes, {args.web_workers} gunicorn workers, {cpu} CPUs, {args.seconds:.0f} s per arm, Postgres {'embedded' if settings.DATABASE_IS_EMBEDDED else 'DATABASE_URL'}")
+    print(
+        f"\nDispatch benchmark: {args.clients} client processes, {args.web_workers} gunicorn workers, {cpu} CPUs, {args.seconds:.0f} s per arm, Postgres {'embedded' if settings.DATABASE_IS_EMBEDDED else 'DATABASE_URL'}"
+    )
     print(f"{'arm':<14}{'items/s':>10}{'round trips':>13}{'p50 ms':>9}{'p99 ms':>9}")
     for arm, row in results.items():
         print(f"{arm:<14}{row['items_per_s']:>10.0f}{row['requests']:>13}{row['p50_ms']:>9.2f}{row['p99_ms']:>9.2f}")
@@ -216,8 +261,12 @@ def main():
     print()
     print(f"HTTP single / raw SQL         {single['items_per_s'] / raw['items_per_s']:.2f}   (target >= 0.40)")
     print(f"HTTP batch32 / HTTP single    {batch['items_per_s'] / single['items_per_s']:.2f}   (target >= 5)")
-    print(f"HTTP keyed / HTTP single      {results['http-keyed']['items_per_s'] / single['items_per_s']:.2f}   (the cost of idempotent takes)")
-    print(f"p99 at half load              {half['p99_ms']:.2f} ms at {half['items_per_s']:.0f} items/s   (target < 20 ms)")
+    print(
+        f"HTTP keyed / HTTP single      {results['http-keyed']['items_per_s'] / single['items_per_s']:.2f}   (the cost of idempotent takes)"
+    )
+    print(
+        f"p99 at half load              {half['p99_ms']:.2f} ms at {half['items_per_s']:.0f} items/s   (target < 20 ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -79,7 +79,10 @@ def run_dynamic(url, key, items, speeds, run_id):
     out = context.Queue()
     start_at = time.time() + 3.0
     name = f"longtail-{run_id}"
-    processes = [context.Process(target=worker, args=(i, url, key, name, items, speeds[i], start_at, out)) for i in range(len(speeds))]
+    processes = [
+        context.Process(target=worker, args=(i, url, key, name, items, speeds[i], start_at, out))
+        for i in range(len(speeds))
+    ]
     for process in processes:
         process.start()
     results = dict(out.get(timeout=600) for _ in processes)
@@ -97,7 +100,9 @@ def main():
     parser.add_argument("--ideal-seconds", type=float, default=6.0)
     parser.add_argument("--chart", default=str(ROOT / "bench" / "longtail.png"))
     parser.add_argument("--json", default=None, help="also write the results here")
-    parser.add_argument("--factors", default="1,4,10", help="slices per worker to run, comma-separated (the chart is of the largest)")
+    parser.add_argument(
+        "--factors", default="1,4,10", help="slices per worker to run, comma-separated (the chart is of the largest)"
+    )
     args = parser.parse_args()
 
     import django
@@ -138,15 +143,25 @@ def main():
                 bound = greedy(costs, speeds)
                 dynamic, busy, counts = run_dynamic(server.url, key, items, speeds, uuid.uuid4().hex[:8])
                 row = {
-                    "scenario": label, "slices": f"{factor}x ({count})", "ideal": ideal, "static": static,
-                    "dynamic": dynamic, "static_ratio": static / ideal, "dynamic_ratio": dynamic / ideal,
-                    "whole_items": bound, "whole_items_ratio": bound / ideal,
-                    "items_per_worker": counts, "speeds": speeds,
+                    "scenario": label,
+                    "slices": f"{factor}x ({count})",
+                    "ideal": ideal,
+                    "static": static,
+                    "dynamic": dynamic,
+                    "static_ratio": static / ideal,
+                    "dynamic_ratio": dynamic / ideal,
+                    "whole_items": bound,
+                    "whole_items_ratio": bound / ideal,
+                    "items_per_worker": counts,
+                    "speeds": speeds,
                 }
                 rows.append(row)
-                print(f"{label:<42} {row['slices']:>10}  ideal {ideal:5.2f}s  static {static:6.2f}s ({static / ideal:4.2f}x)"
-                      f"  whole-item bound {bound:5.2f}s ({bound / ideal:4.2f}x)"
-                      f"  dynamic {dynamic:5.2f}s ({dynamic / ideal:4.2f}x)  items per worker {counts}", flush=True)
+                print(
+                    f"{label:<42} {row['slices']:>10}  ideal {ideal:5.2f}s  static {static:6.2f}s ({static / ideal:4.2f}x)"
+                    f"  whole-item bound {bound:5.2f}s ({bound / ideal:4.2f}x)"
+                    f"  dynamic {dynamic:5.2f}s ({dynamic / ideal:4.2f}x)  items per worker {counts}",
+                    flush=True,
+                )
                 if kind == "equal" and factor == max(factors) and chart_data is None:
                     chart_data = (label, factor, static_busy, busy, ideal, static, dynamic)
     finally:

@@ -48,7 +48,12 @@ def main():
     job = Job.objects.filter(name=name).first()
     if job is None:
         began = time.perf_counter()
-        spec = jobs.JobSpec(name=name, works=[f"/bench/part-{i:07d}.parquet" for i in range(args.items)], num_epochs=3, lease_timeout=3600.0)
+        spec = jobs.JobSpec(
+            name=name,
+            works=[f"/bench/part-{i:07d}.parquet" for i in range(args.items)],
+            num_epochs=3,
+            lease_timeout=3600.0,
+        )
         job, _ = jobs.create_or_attach(spec)
         print(f"created job {name} ({args.items:,} items per epoch, 3 epochs) in {time.perf_counter() - began:.1f} s")
         held = []

@@ -61,24 +61,36 @@ def main():
     call_command("migrate", verbosity=0, interactive=False)
     tag = uuid.uuid4().hex[:6]
     with connection.cursor() as cursor:
-        cursor.execute("SELECT current_setting('server_version'), current_setting('autovacuum'), current_setting('autovacuum_naptime')")
+        cursor.execute(
+            "SELECT current_setting('server_version'), current_setting('autovacuum'), current_setting('autovacuum_naptime')"
+        )
         version, autovacuum, naptime = cursor.fetchone()
     print(f"Postgres {version}; autovacuum {autovacuum}, naptime {naptime}")
     if autovacuum != "on":
-        print("WARNING: autovacuum is off on this server: dead item rows are never removed, and takes slow down as an epoch proceeds")
+        print(
+            "WARNING: autovacuum is off on this server: dead item rows are never removed, and takes slow down as an epoch proceeds"
+        )
     user, _ = accounts.ensure_user("bench-admin", "admin")
     client = Client(HTTP_HOST="localhost")
     client.force_login(user)
 
     def create(count):
-        spec = jobs.JobSpec(name=f"scale-{count}-{tag}", works=[f"/scale/part-{i:07d}.parquet" for i in range(count)], num_epochs=100, lease_timeout=3600.0)
+        spec = jobs.JobSpec(
+            name=f"scale-{count}-{tag}",
+            works=[f"/scale/part-{i:07d}.parquet" for i in range(count)],
+            num_epochs=100,
+            lease_timeout=3600.0,
+        )
         began = time.perf_counter()
         job, _ = jobs.create_or_attach(spec)
         return job, time.perf_counter() - began
 
     small, small_created = create(1000)
     big, big_created = create(args.items)
-    print(f"created: 1,000 items x 100 epochs in {small_created:.2f} s; {args.items:,} items x 100 epochs in {big_created:.2f} s (target < 10 s)", flush=True)
+    print(
+        f"created: 1,000 items x 100 epochs in {small_created:.2f} s; {args.items:,} items x 100 epochs in {big_created:.2f} s (target < 10 s)",
+        flush=True,
+    )
 
     def latency(job, worker):
         held, times = [], []
@@ -139,7 +151,9 @@ def main():
         if driven > 1:
             print(f"  (drove the big job to {fraction:.0%} of epoch 0 in {driven:.0f} s)", flush=True)
 
-    print(f"\n{'point':<34}{'take p50 ms':>12}{'take p99 ms':>12}{'watermarks ms':>15}{'job page ms':>13}{'dead rows':>11}")
+    print(
+        f"\n{'point':<34}{'take p50 ms':>12}{'take p99 ms':>12}{'watermarks ms':>15}{'job page ms':>13}{'dead rows':>11}"
+    )
     for label, p50, p99, marks, page, dead in rows:
         print(f"{label:<34}{p50:>12.2f}{p99:>12.2f}{marks:>15.1f}{page:>13.1f}{dead:>11,}")
     base50, base99 = rows[0][1], rows[0][2]
@@ -153,7 +167,9 @@ def main():
         )
         item_bytes, unit_bytes, item_rows = cursor.fetchone()
     per_million = (item_bytes + unit_bytes) / max(item_rows, 1) * 1_000_000 / 1e6
-    print(f"items + units on disk: {(item_bytes + unit_bytes) / 1e6:.0f} MB for {item_rows:,} item rows (about {per_million:.0f} MB per million items, indexes included)")
+    print(
+        f"items + units on disk: {(item_bytes + unit_bytes) / 1e6:.0f} MB for {item_rows:,} item rows (about {per_million:.0f} MB per million items, indexes included)"
+    )
     print(f"machine: {os.cpu_count()} CPUs; Python {sys.version.split()[0]}")
 
 

@@ -33,7 +33,12 @@ def make_csv(path: Path, lines: int) -> None:
     batch = 100_000
     with open(path, "w") as handle:
         for start in range(0, lines, batch):
-            handle.write("".join(row.format(i, i % 99991, i % 77773, i % 999983, 2000 + i % 26) for i in range(start, min(lines, start + batch))))
+            handle.write(
+                "".join(
+                    row.format(i, i % 99991, i % 77773, i % 999983, 2000 + i % 26)
+                    for i in range(start, min(lines, start + batch))
+                )
+            )
 
 
 def make_parquet(folder: Path, rows: int, files: int = 10) -> list[Path]:
@@ -117,12 +122,16 @@ def main():
         return plan(works, args.slices)
 
     parquet_time, parquet_units = timed(slice_parquet)
-    print(f"Parquet: {args.parquet_rows:,} rows in {len(parquet_paths)} files sliced into {len(parquet_units)} from metadata in {parquet_time * 1000:.0f} ms (target < 1 s)")
+    print(
+        f"Parquet: {args.parquet_rows:,} rows in {len(parquet_paths)} files sliced into {len(parquet_units)} from metadata in {parquet_time * 1000:.0f} ms (target < 1 s)"
+    )
 
     item, offset = units[len(units) // 2]
     one_time, one_count = timed(lambda: sum(1 for _ in readers.records(item, offset)))
     whole_time, whole_count = timed(lambda: sum(1 for _ in readers.records(str(csv_path))), 1)
-    print(f"Reading one slice: {one_count:,} records in {one_time * 1000:.1f} ms; the whole file: {whole_count:,} in {whole_time:.2f} s")
+    print(
+        f"Reading one slice: {one_count:,} records in {one_time * 1000:.1f} ms; the whole file: {whole_count:,} in {whole_time:.2f} s"
+    )
     print(f"  one slice / whole file = 1/{whole_time / one_time:,.0f}  (target about 1/{args.slices})")
     print(f"machine: {os.cpu_count()} CPUs; Python {sys.version.split()[0]}")
 

@@ -121,12 +121,16 @@ def main(argv=None):
 
     iterations, compute_ms = calibrate(args.compute_ms, args.steps)
     gpus = tf.config.list_physical_devices("GPU")
-    print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-          f"{'GPU: ' + ', '.join(g.name for g in gpus) if gpus else 'CPU only'}; "
-          f"TensorFlow {tf.__version__}, Python {platform.python_version()}")
-    print(f"compute: {iterations} matmuls of {SIZE}x{SIZE} per step, calibrated to "
-          f"{compute_ms:.1f} ms; io set to 1x and 2x that; {args.rounds} rounds x "
-          f"{args.steps} steps per variant, median round; staged(capacity=2, num_threads=1)")
+    print(
+        f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+        f"{'GPU: ' + ', '.join(g.name for g in gpus) if gpus else 'CPU only'}; "
+        f"TensorFlow {tf.__version__}, Python {platform.python_version()}"
+    )
+    print(
+        f"compute: {iterations} matmuls of {SIZE}x{SIZE} per step, calibrated to "
+        f"{compute_ms:.1f} ms; io set to 1x and 2x that; {args.rounds} rounds x "
+        f"{args.steps} steps per variant, median round; staged(capacity=2, num_threads=1)"
+    )
 
     rows = []
     for io_factor in (1, 2):
@@ -140,15 +144,18 @@ def main(argv=None):
         ideal = max(io_ms, compute_round)
         rows.append((io_ms, compute_round, statistics.median(plain), statistics.median(staged_), ideal))
 
-    header = (f"{'io ms':>7} {'compute ms':>11} {'plain step':>11} {'staged step':>12} "
-              f"{'ideal':>8} {'plain/ideal':>12} {'staged/ideal':>13}")
+    header = (
+        f"{'io ms':>7} {'compute ms':>11} {'plain step':>11} {'staged step':>12} "
+        f"{'ideal':>8} {'plain/ideal':>12} {'staged/ideal':>13}"
+    )
     print(header)
     print("-" * len(header))
     for io_ms, compute_ms, plain_ms, staged_ms, ideal in rows:
-        print(f"{io_ms:>7.1f} {compute_ms:>11.1f} {plain_ms:>11.1f} {staged_ms:>12.1f} "
-              f"{ideal:>8.1f} {plain_ms / ideal:>11.2f}x {staged_ms / ideal:>12.2f}x")
-    print("compute ms: the same step with io = 0, measured in the same rounds; "
-          "ideal = max(io, compute)")
+        print(
+            f"{io_ms:>7.1f} {compute_ms:>11.1f} {plain_ms:>11.1f} {staged_ms:>12.1f} "
+            f"{ideal:>8.1f} {plain_ms / ideal:>11.2f}x {staged_ms / ideal:>12.2f}x"
+        )
+    print("compute ms: the same step with io = 0, measured in the same rounds; ideal = max(io, compute)")
 
 
 if __name__ == "__main__":

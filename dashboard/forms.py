@@ -19,7 +19,9 @@ class JobForm(forms.Form):
     shuffle = forms.BooleanField(required=False, initial=True)
     seed = forms.IntegerField(required=False, help_text="Empty: the server draws one.")
     prefix = forms.CharField(required=False, strip=False, help_text="Joined to the front of every work.")
-    num_slices = forms.IntegerField(label="Slices", required=False, help_text="Split tables and large files into this many items per epoch.")
+    num_slices = forms.IntegerField(
+        label="Slices", required=False, help_text="Split tables and large files into this many items per epoch."
+    )
     lease_timeout = forms.FloatField(label="Lease timeout (s)", required=False, initial=None)
     max_attempts = forms.IntegerField(label="Max attempts", required=False)
 
@@ -53,7 +55,8 @@ class AuditFilterForm(forms.Form):
     """The audit's filters, read from the URL (so a view can be shared and its CSV is the same selection)."""
 
     state = forms.ChoiceField(
-        choices=[(value, value) for value in selectors.AUDIT_STATES], required=False,
+        choices=[(value, value) for value in selectors.AUDIT_STATES],
+        required=False,
         help_text="completed: every item a worker finished, newest first.",
     )
     epoch = forms.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
@@ -63,7 +66,11 @@ class AuditFilterForm(forms.Form):
     def filters(self) -> dict:
         """state, epoch and worker as the selectors take them (completed when no state is given)."""
         data = self.cleaned_data
-        return {"state": data["state"] or selectors.COMPLETED, "epoch": data["epoch"], "worker": data["worker"].strip() or None}
+        return {
+            "state": data["state"] or selectors.COMPLETED,
+            "epoch": data["epoch"],
+            "worker": data["worker"].strip() or None,
+        }
 
 
 # Sortable columns of the jobs list: "column" ascending, "-column" descending.

@@ -63,9 +63,11 @@ class ThrottledLoginView(auth_views.LoginView):
             log.warning("login throttled", extra={"event": "login_throttled"})
             context = self.get_context_data(
                 form=self.get_form_class()(request, data=None),
-                throttled=(f"Too many failed logins for this user name from your address. "
-                           f"Try again in up to {minutes} minute{'s' if minutes != 1 else ''}, "
-                           f"or ask an administrator to reset your password."),
+                throttled=(
+                    f"Too many failed logins for this user name from your address. "
+                    f"Try again in up to {minutes} minute{'s' if minutes != 1 else ''}, "
+                    f"or ask an administrator to reset your password."
+                ),
             )
             return self.render_to_response(context, status=429)
         self._throttle_key = key

@@ -114,8 +114,14 @@ def throughput_chart(samples: list[tuple]) -> dict:
         return round(CHART_TOP + plot_h - count / top * plot_h, 1)
 
     points = [
-        {"x": x(i), "y": y(count), "count": count, "label": minute.strftime("%H:%M"),
-         "left": round(x(i) - step / 2, 1), "width": round(step, 1)}
+        {
+            "x": x(i),
+            "y": y(count),
+            "count": count,
+            "label": minute.strftime("%H:%M"),
+            "left": round(x(i) - step / 2, 1),
+            "width": round(step, 1),
+        }
         for i, (minute, count) in enumerate(complete)
     ]
     return {
@@ -168,17 +174,20 @@ def timeline_chart(data: dict) -> dict:
         for lease in by_worker[name]:
             until = lease["completed_at"] or (data["now"] if lease["state"] == "leased" else end)
             left = x(lease["leased_at"])
-            bars.append({
-                "id": lease["id"], "x": left, "width": max(1.0, round(x(until) - left, 1)),
-                "state": lease["state"], "item": lease["item"],
-                "from": lease["leased_at"], "until": until,
-                "seconds": round((until - lease["leased_at"]).total_seconds(), 1),
-            })
+            bars.append(
+                {
+                    "id": lease["id"],
+                    "x": left,
+                    "width": max(1.0, round(x(until) - left, 1)),
+                    "state": lease["state"],
+                    "item": lease["item"],
+                    "from": lease["leased_at"],
+                    "until": until,
+                    "seconds": round((until - lease["leased_at"]).total_seconds(), 1),
+                }
+            )
         rows.append({"worker": name, "y": index * TIMELINE_ROW, "bars": bars, "count": len(bars)})
-    ticks = [
-        {"x": round(TIMELINE_LEFT + plot_w * i / 4, 1), "at": start + (end - start) * i / 4}
-        for i in range(5)
-    ]
+    ticks = [{"x": round(TIMELINE_LEFT + plot_w * i / 4, 1), "at": start + (end - start) * i / 4} for i in range(5)]
     return {
         "rows": rows,
         "hidden_workers": len(by_worker) - len(names),
@@ -206,7 +215,7 @@ def connect_snippet(job, units: list[str], server_url: str) -> dict:
     """
     prefix = job.prefix or ""
     if not job.num_slices and len(units) <= CONNECT_MAX_WORKS:
-        works = "[" + ", ".join(repr(unit[len(prefix):]) for unit in units) + "]"
+        works = "[" + ", ".join(repr(unit[len(prefix) :]) for unit in units) + "]"
     else:
         works = f"works  # the {job.works_count} works this job was created with, in the same order"
     args = [works, f"num_epochs={job.num_epochs}", f"shuffle={job.shuffle}", f"seed={job.seed}"]

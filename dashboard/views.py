@@ -20,7 +20,16 @@ from server.services import retries, snapshots
 from server.services.accounts import role_of_user
 
 from .forms import JOB_SORT_COLUMNS, AuditFilterForm, JobForm, JobsFilterForm
-from .presenters import CONNECT_MAX_WORKS, connect_snippet, epoch_bars, group_runs, item_timeline, job_row, throughput_chart, timeline_chart
+from .presenters import (
+    CONNECT_MAX_WORKS,
+    connect_snippet,
+    epoch_bars,
+    group_runs,
+    item_timeline,
+    job_row,
+    throughput_chart,
+    timeline_chart,
+)
 
 PAGE_SIZE = 25
 
@@ -66,8 +75,7 @@ def _sort_header(column: str, sort: str, shown: dict) -> dict:
 def _jobs_context(request) -> tuple[dict, int]:
     """The jobs list's context and status (400 when a filter cannot be applied: it is shown, not dropped)."""
     form = JobsFilterForm(request.GET)
-    context = {"form": form, "groups": [], "states": JobState.values,
-               "can_create": _can(request, Role.WORKER)}
+    context = {"form": form, "groups": [], "states": JobState.values, "can_create": _can(request, Role.WORKER)}
     if not form.is_valid():
         return context, 400
     data = form.cleaned_data
@@ -76,12 +84,20 @@ def _jobs_context(request) -> tuple[dict, int]:
     has_next = len(page_jobs) > PAGE_SIZE
     page_jobs = page_jobs[:PAGE_SIZE]
     progresses = progress.of_jobs(page_jobs)
-    shown = {key: value for key, value in (("q", search), ("state", state), ("sort", sort if sort != "-created" else "")) if value}
+    shown = {
+        key: value
+        for key, value in (("q", search), ("state", state), ("sort", sort if sort != "-created" else ""))
+        if value
+    }
     context.update(
         groups=group_runs([job_row(progresses[job.id]) for job in page_jobs]),
-        state=state, search=search, sort=sort, query=urlencode(shown),
+        state=state,
+        search=search,
+        sort=sort,
+        query=urlencode(shown),
         sort_headers={column: _sort_header(column, sort, shown) for column in JOB_SORT_COLUMNS},
-        page=page, has_next=has_next,
+        page=page,
+        has_next=has_next,
     )
     return context, 200
 
@@ -145,7 +161,11 @@ def job_detail(request, job_id: int):
     if job.state not in FINAL_STATES:
         units = selectors.unit_names(job, limit=CONNECT_MAX_WORKS + 1)
         connect = connect_snippet(job, units, request.build_absolute_uri("/").rstrip("/"))
-    return render(request, "dashboard/job_detail.html", {**_job_context(request, job), **_timeline_context(job), "connect": connect})
+    return render(
+        request,
+        "dashboard/job_detail.html",
+        {**_job_context(request, job), **_timeline_context(job), "connect": connect},
+    )
 
 
 def _timeline_context(job) -> dict:
@@ -205,7 +225,9 @@ def snapshot_restore(request, job_id: int, snapshot_id: int):
         messages.success(
             request,
             f"Restored snapshot {snapshot_id}: {result.reopened} completed items back to pending, "
-            f"{result.fenced} leases taken back." if not result.repeated else f"Snapshot {snapshot_id} was already restored; nothing changed.",
+            f"{result.fenced} leases taken back."
+            if not result.repeated
+            else f"Snapshot {snapshot_id} was already restored; nothing changed.",
         )
     return redirect("dashboard:job", job_id=job.id)
 
@@ -224,7 +246,11 @@ def audit(request, job_id: int):
     rows, has_next = selectors.audit_page(job, page=page, **filters)
     shown = {key: value for key, value in filters.items() if value is not None}
     context.update(
-        rows=rows, page=page, has_next=has_next, filters=shown, query=urlencode(shown),
+        rows=rows,
+        page=page,
+        has_next=has_next,
+        filters=shown,
+        query=urlencode(shown),
         csv_url=reverse("job-items", args=[job.id]) + "?" + urlencode({**shown, "format": "csv"}),
     )
     return render(request, "dashboard/audit.html", context)
@@ -237,8 +263,14 @@ def item_detail(request, job_id: int, item_id: int):
     item = selectors.items(job).filter(pk=item_id).first()
     if item is None:
         raise Http404("no such item in this job")
-    return render(request, "dashboard/item.html", {
-        "job": job,
-        "item": item,
-        "history": item_timeline(snapshots.item_history(job.id, item.id)["history"], selectors.item_events(job, item.id)),
-    })
+    return render(
+        request,
+        "dashboard/item.html",
+        {
+            "job": job,
+            "item": item,
+            "history": item_timeline(
+                snapshots.item_history(job.id, item.id)["history"], selectors.item_events(job, item.id)
+            ),
+        },
+    )

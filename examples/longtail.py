@@ -20,8 +20,13 @@ from worker_sdk import WorkQueue
 
 
 def work(index, args, run, results):
-    queue = WorkQueue([f"/longtail/item-{i:04d}" for i in range(args.items)], shuffle=False,
-                      name="longtail", run=run, worker=f"worker-{index}")
+    queue = WorkQueue(
+        [f"/longtail/item-{i:04d}" for i in range(args.items)],
+        shuffle=False,
+        name="longtail",
+        run=run,
+        worker=f"worker-{index}",
+    )
     cost = args.cost * (args.slow_factor if index == 0 else 1)
     taken, last_done = 0, time.time()
     for _item in queue.items():
@@ -55,7 +60,9 @@ def main():
     for index, taken, finished in rows:
         label = " (slow)" if index == 0 else ""
         print(f"worker {index}{label}: {taken} items, last one done at {finished - start:.2f}s")
-    print(f"makespan {max(r[2] for r in rows) - start:.2f}s; ideal {ideal:.2f}s; static sharding would take {static:.2f}s")
+    print(
+        f"makespan {max(r[2] for r in rows) - start:.2f}s; ideal {ideal:.2f}s; static sharding would take {static:.2f}s"
+    )
 
 
 if __name__ == "__main__":

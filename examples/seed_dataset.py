@@ -19,12 +19,11 @@ batch_size = 4
 
 # --- the seed's code, unchanged below this line ---
 # use WorkQueue to allocate tasks
-work_queue = WorkQueue([filename, filename1,filename2,filename3])
+work_queue = WorkQueue([filename, filename1, filename2, filename3])
 f_data = work_queue.input_dataset()
 # Extract lines from input files using the Dataset API.
 dataset = tf.data.TextLineDataset(f_data)
-dataset = dataset.shuffle(buffer_size=20000,
-                              seed=2021)  # fix seed for reproducing
+dataset = dataset.shuffle(buffer_size=20000, seed=2021)  # fix seed for reproducing
 dataset = dataset.repeat(num_epochs)
 dataset = dataset.prefetch(batch_size)
 dataset = dataset.batch(batch_size)

@@ -24,7 +24,7 @@ reader = tf.TextLineReader()
 # 从文件列表中读取 2 条记录
 keys, values = reader.read_up_to(work_queue.input_producer(), num_records=2)
 with tf.train.MonitoredTrainingSession() as sess:
-  # --- end of the seed's code; the seed's `sess.run(...)` becomes a read loop ---
-  while not sess.should_stop():
-      for line in sess.run(values):
-          print(line.decode())
+    # --- end of the seed's code; the seed's `sess.run(...)` becomes a read loop ---
+    while not sess.should_stop():
+        for line in sess.run(values):
+            print(line.decode())

@@ -27,7 +27,9 @@ def parse(line):
 
 
 dataset = tf.data.TextLineDataset(queue.input_dataset()).map(parse).batch(64)
-model = tf.keras.Sequential([tf.keras.Input(shape=(2,)), tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(1)])
+model = tf.keras.Sequential(
+    [tf.keras.Input(shape=(2,)), tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(1)]
+)
 model.compile(optimizer="adam", loss="mse")
 history = model.fit(dataset, verbose=0)
 marks = queue.watermarks()

@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,178 +14,318 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='ApiToken',
+            name="ApiToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('viewer', 'viewer (read)'), ('worker', 'worker (read, create or attach jobs, lease items)'), ('admin', 'admin (everything)')], max_length=8)),
-                ('name', models.CharField(blank=True, default='', max_length=100)),
-                ('prefix', models.CharField(help_text='The first characters of the key, to recognise it.', max_length=12)),
-                ('key_hash', models.CharField(max_length=64, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_tokens', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[
+                            ("viewer", "viewer (read)"),
+                            ("worker", "worker (read, create or attach jobs, lease items)"),
+                            ("admin", "admin (everything)"),
+                        ],
+                        max_length=8,
+                    ),
+                ),
+                ("name", models.CharField(blank=True, default="", max_length=100)),
+                (
+                    "prefix",
+                    models.CharField(help_text="The first characters of the key, to recognise it.", max_length=12),
+                ),
+                ("key_hash", models.CharField(max_length=64, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="api_tokens",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'db_table': 'shardline_api_token',
-                'ordering': ['-created_at'],
+                "db_table": "shardline_api_token",
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, unique=True)),
-                ('spec', models.JSONField()),
-                ('spec_digest', models.CharField(max_length=64)),
-                ('works_count', models.PositiveIntegerField()),
-                ('num_epochs', models.PositiveIntegerField()),
-                ('shuffle', models.BooleanField()),
-                ('seed', models.BigIntegerField(help_text='The seed in use: the requested one, or one drawn at creation.')),
-                ('prefix', models.TextField(blank=True, null=True)),
-                ('num_slices', models.PositiveIntegerField(blank=True, null=True)),
-                ('lease_timeout', models.FloatField(help_text='Seconds a lease lives without a heartbeat.')),
-                ('max_attempts', models.PositiveIntegerField()),
-                ('state', models.CharField(choices=[('slicing', 'Slicing'), ('ready', 'Ready'), ('running', 'Running'), ('paused', 'Paused'), ('done', 'Done'), ('cancelled', 'Cancelled'), ('failed', 'Failed')], default='ready', max_length=16)),
-                ('resume_state', models.CharField(blank=True, choices=[('slicing', 'Slicing'), ('ready', 'Ready'), ('running', 'Running'), ('paused', 'Paused'), ('done', 'Done'), ('cancelled', 'Cancelled'), ('failed', 'Failed')], default='', max_length=16)),
-                ('error', models.TextField(blank=True, default='')),
-                ('units_count', models.PositiveIntegerField(default=0)),
-                ('epochs_materialised', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200, unique=True)),
+                ("spec", models.JSONField()),
+                ("spec_digest", models.CharField(max_length=64)),
+                ("works_count", models.PositiveIntegerField()),
+                ("num_epochs", models.PositiveIntegerField()),
+                ("shuffle", models.BooleanField()),
+                (
+                    "seed",
+                    models.BigIntegerField(help_text="The seed in use: the requested one, or one drawn at creation."),
+                ),
+                ("prefix", models.TextField(blank=True, null=True)),
+                ("num_slices", models.PositiveIntegerField(blank=True, null=True)),
+                ("lease_timeout", models.FloatField(help_text="Seconds a lease lives without a heartbeat.")),
+                ("max_attempts", models.PositiveIntegerField()),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("slicing", "Slicing"),
+                            ("ready", "Ready"),
+                            ("running", "Running"),
+                            ("paused", "Paused"),
+                            ("done", "Done"),
+                            ("cancelled", "Cancelled"),
+                            ("failed", "Failed"),
+                        ],
+                        default="ready",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "resume_state",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("slicing", "Slicing"),
+                            ("ready", "Ready"),
+                            ("running", "Running"),
+                            ("paused", "Paused"),
+                            ("done", "Done"),
+                            ("cancelled", "Cancelled"),
+                            ("failed", "Failed"),
+                        ],
+                        default="",
+                        max_length=16,
+                    ),
+                ),
+                ("error", models.TextField(blank=True, default="")),
+                ("units_count", models.PositiveIntegerField(default=0)),
+                ("epochs_materialised", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'db_table': 'shardline_job',
-                'ordering': ['-created_at', '-id'],
+                "db_table": "shardline_job",
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Item',
+            name="Item",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('epoch', models.PositiveIntegerField()),
-                ('position', models.PositiveIntegerField()),
-                ('unit_idx', models.PositiveIntegerField()),
-                ('state', models.CharField(choices=[('pending', 'Pending'), ('leased', 'Leased'), ('done', 'Done'), ('failed', 'Failed')], default='pending', max_length=8)),
-                ('token', models.BigIntegerField(blank=True, null=True)),
-                ('worker', models.TextField(blank=True, null=True)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('leased_at', models.DateTimeField(blank=True, null=True)),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
-                ('completed_at', models.DateTimeField(blank=True, null=True)),
-                ('duration', models.FloatField(blank=True, help_text='Seconds from lease to completion.', null=True)),
-                ('records', models.BigIntegerField(blank=True, null=True)),
-                ('error', models.TextField(blank=True, default='')),
-                ('seq', models.BigIntegerField(blank=True, null=True)),
-                ('job', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, to='shardline.job')),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("epoch", models.PositiveIntegerField()),
+                ("position", models.PositiveIntegerField()),
+                ("unit_idx", models.PositiveIntegerField()),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("pending", "Pending"), ("leased", "Leased"), ("done", "Done"), ("failed", "Failed")],
+                        default="pending",
+                        max_length=8,
+                    ),
+                ),
+                ("token", models.BigIntegerField(blank=True, null=True)),
+                ("worker", models.TextField(blank=True, null=True)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("leased_at", models.DateTimeField(blank=True, null=True)),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
+                ("completed_at", models.DateTimeField(blank=True, null=True)),
+                ("duration", models.FloatField(blank=True, help_text="Seconds from lease to completion.", null=True)),
+                ("records", models.BigIntegerField(blank=True, null=True)),
+                ("error", models.TextField(blank=True, default="")),
+                ("seq", models.BigIntegerField(blank=True, null=True)),
+                (
+                    "job",
+                    models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, to="shardline.job"),
+                ),
             ],
             options={
-                'db_table': 'shardline_item',
+                "db_table": "shardline_item",
             },
         ),
         migrations.CreateModel(
-            name='Event',
+            name="Event",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('kind', models.CharField(choices=[('created', 'Created'), ('state', 'State'), ('failed', 'Failed'), ('retried', 'Retried'), ('expired', 'Expired'), ('lost', 'Lost'), ('epoch', 'Epoch')], max_length=16)),
-                ('worker', models.TextField(blank=True, default='')),
-                ('message', models.TextField(blank=True, default='')),
-                ('at', models.DateTimeField(auto_now_add=True)),
-                ('item', models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, to='shardline.item')),
-                ('job', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='events', to='shardline.job')),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("created", "Created"),
+                            ("state", "State"),
+                            ("failed", "Failed"),
+                            ("retried", "Retried"),
+                            ("expired", "Expired"),
+                            ("lost", "Lost"),
+                            ("epoch", "Epoch"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("worker", models.TextField(blank=True, default="")),
+                ("message", models.TextField(blank=True, default="")),
+                ("at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "item",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        to="shardline.item",
+                    ),
+                ),
+                (
+                    "job",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="shardline.job",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'shardline_event',
-                'ordering': ['-at', '-id'],
+                "db_table": "shardline_event",
+                "ordering": ["-at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Counter',
+            name="Counter",
             fields=[
-                ('pk', models.CompositePrimaryKey('job', 'epoch', 'shard', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('epoch', models.PositiveIntegerField()),
-                ('shard', models.PositiveSmallIntegerField()),
-                ('pending', models.BigIntegerField(default=0)),
-                ('leased', models.BigIntegerField(default=0)),
-                ('done', models.BigIntegerField(default=0)),
-                ('failed', models.BigIntegerField(default=0)),
-                ('job', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, to='shardline.job')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "job", "epoch", "shard", blank=True, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("epoch", models.PositiveIntegerField()),
+                ("shard", models.PositiveSmallIntegerField()),
+                ("pending", models.BigIntegerField(default=0)),
+                ("leased", models.BigIntegerField(default=0)),
+                ("done", models.BigIntegerField(default=0)),
+                ("failed", models.BigIntegerField(default=0)),
+                (
+                    "job",
+                    models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, to="shardline.job"),
+                ),
             ],
             options={
-                'db_table': 'shardline_counter',
+                "db_table": "shardline_counter",
             },
         ),
         migrations.CreateModel(
-            name='Unit',
+            name="Unit",
             fields=[
-                ('pk', models.CompositePrimaryKey('job', 'idx', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('idx', models.PositiveIntegerField()),
-                ('item', models.TextField()),
-                ('job', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, to='shardline.job')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "job", "idx", blank=True, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("idx", models.PositiveIntegerField()),
+                ("item", models.TextField()),
+                (
+                    "job",
+                    models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, to="shardline.job"),
+                ),
             ],
             options={
-                'db_table': 'shardline_unit',
+                "db_table": "shardline_unit",
             },
         ),
         migrations.CreateModel(
-            name='Worker',
+            name="Worker",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=255)),
-                ('first_seen', models.DateTimeField()),
-                ('last_seen', models.DateTimeField()),
-                ('items_done', models.BigIntegerField(default=0)),
-                ('items_failed', models.BigIntegerField(default=0)),
-                ('busy_seconds', models.FloatField(default=0.0, help_text='Sum of lease-to-completion times of its items.')),
-                ('job', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='workers', to='shardline.job')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=255)),
+                ("first_seen", models.DateTimeField()),
+                ("last_seen", models.DateTimeField()),
+                ("items_done", models.BigIntegerField(default=0)),
+                ("items_failed", models.BigIntegerField(default=0)),
+                (
+                    "busy_seconds",
+                    models.FloatField(default=0.0, help_text="Sum of lease-to-completion times of its items."),
+                ),
+                (
+                    "job",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="workers",
+                        to="shardline.job",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'shardline_worker',
-                'ordering': ['name'],
+                "db_table": "shardline_worker",
+                "ordering": ["name"],
             },
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['state', '-created_at'], name='job_state_created'),
+            model_name="job",
+            index=models.Index(fields=["state", "-created_at"], name="job_state_created"),
         ),
         migrations.AddIndex(
-            model_name='item',
-            index=models.Index(condition=models.Q(('state', 'pending')), fields=['job', 'epoch', 'position'], name='item_pending'),
+            model_name="item",
+            index=models.Index(
+                condition=models.Q(("state", "pending")), fields=["job", "epoch", "position"], name="item_pending"
+            ),
         ),
         migrations.AddIndex(
-            model_name='item',
-            index=models.Index(condition=models.Q(('state', 'leased')), fields=['job', 'expires_at'], name='item_leased_expiry'),
+            model_name="item",
+            index=models.Index(
+                condition=models.Q(("state", "leased")), fields=["job", "expires_at"], name="item_leased_expiry"
+            ),
         ),
         migrations.AddIndex(
-            model_name='item',
-            index=models.Index(condition=models.Q(('completed_at__isnull', False)), fields=['job', 'completed_at'], name='item_completed'),
+            model_name="item",
+            index=models.Index(
+                condition=models.Q(("completed_at__isnull", False)),
+                fields=["job", "completed_at"],
+                name="item_completed",
+            ),
         ),
         migrations.AddIndex(
-            model_name='item',
-            index=models.Index(condition=models.Q(('worker__isnull', False)), fields=['job', 'worker'], name='item_worker'),
+            model_name="item",
+            index=models.Index(
+                condition=models.Q(("worker__isnull", False)), fields=["job", "worker"], name="item_worker"
+            ),
         ),
         migrations.AddIndex(
-            model_name='item',
-            index=models.Index(condition=models.Q(('state', 'failed')), fields=['job', 'state'], name='item_failed'),
+            model_name="item",
+            index=models.Index(condition=models.Q(("state", "failed")), fields=["job", "state"], name="item_failed"),
         ),
         migrations.AddConstraint(
-            model_name='item',
-            constraint=models.UniqueConstraint(fields=('job', 'epoch', 'position'), name='item_job_epoch_position'),
+            model_name="item",
+            constraint=models.UniqueConstraint(fields=("job", "epoch", "position"), name="item_job_epoch_position"),
         ),
         migrations.AddConstraint(
-            model_name='item',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ['pending', 'leased', 'done', 'failed'])), name='item_state_valid'),
+            model_name="item",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("state__in", ["pending", "leased", "done", "failed"])), name="item_state_valid"
+            ),
         ),
         migrations.AddIndex(
-            model_name='event',
-            index=models.Index(fields=['job', 'kind', '-at'], name='event_job_kind_at'),
+            model_name="event",
+            index=models.Index(fields=["job", "kind", "-at"], name="event_job_kind_at"),
         ),
         migrations.AddConstraint(
-            model_name='worker',
-            constraint=models.UniqueConstraint(fields=('job', 'name'), name='worker_job_name'),
+            model_name="worker",
+            constraint=models.UniqueConstraint(fields=("job", "name"), name="worker_job_name"),
         ),
     ]

@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('shardline', '0002_sequences'),
+        ("shardline", "0002_sequences"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='slicing_progress',
+            model_name="job",
+            name="slicing_progress",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='unit',
-            name='offset',
+            model_name="unit",
+            name="offset",
             field=models.BigIntegerField(blank=True, null=True),
         ),
     ]

@@ -5,112 +5,144 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('shardline', '0003_slicing'),
+        ("shardline", "0003_slicing"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ItemHistory',
+            name="ItemHistory",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('state', models.CharField(max_length=8)),
-                ('epoch', models.PositiveIntegerField()),
-                ('position', models.PositiveIntegerField()),
-                ('worker', models.TextField(blank=True, null=True)),
-                ('token', models.BigIntegerField(blank=True, null=True)),
-                ('attempts', models.PositiveIntegerField()),
-                ('leased_at', models.DateTimeField(blank=True, null=True)),
-                ('completed_at', models.DateTimeField(blank=True, null=True)),
-                ('duration', models.FloatField(blank=True, null=True)),
-                ('records', models.BigIntegerField(blank=True, null=True)),
-                ('seq', models.BigIntegerField(blank=True, null=True)),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("state", models.CharField(max_length=8)),
+                ("epoch", models.PositiveIntegerField()),
+                ("position", models.PositiveIntegerField()),
+                ("worker", models.TextField(blank=True, null=True)),
+                ("token", models.BigIntegerField(blank=True, null=True)),
+                ("attempts", models.PositiveIntegerField()),
+                ("leased_at", models.DateTimeField(blank=True, null=True)),
+                ("completed_at", models.DateTimeField(blank=True, null=True)),
+                ("duration", models.FloatField(blank=True, null=True)),
+                ("records", models.BigIntegerField(blank=True, null=True)),
+                ("seq", models.BigIntegerField(blank=True, null=True)),
             ],
             options={
-                'db_table': 'shardline_item_history',
-                'ordering': ['id'],
+                "db_table": "shardline_item_history",
+                "ordering": ["id"],
             },
         ),
         migrations.CreateModel(
-            name='Snapshot',
+            name="Snapshot",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('seq', models.BigIntegerField()),
-                ('epochs_materialised', models.PositiveIntegerField()),
-                ('worker', models.TextField(blank=True, default='', help_text="Who asked for it (the SDK's worker name).")),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("seq", models.BigIntegerField()),
+                ("epochs_materialised", models.PositiveIntegerField()),
+                (
+                    "worker",
+                    models.TextField(blank=True, default="", help_text="Who asked for it (the SDK's worker name)."),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'db_table': 'shardline_snapshot',
-                'ordering': ['-id'],
+                "db_table": "shardline_snapshot",
+                "ordering": ["-id"],
             },
         ),
         migrations.CreateModel(
-            name='SnapshotRestore',
+            name="SnapshotRestore",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('seq_after', models.BigIntegerField()),
-                ('generation', models.CharField(blank=True, default='', max_length=200)),
-                ('reopened', models.BigIntegerField(help_text='Completed items put back to pending.')),
-                ('fenced', models.BigIntegerField(help_text='Live leases taken back.')),
-                ('worker', models.TextField(blank=True, default='')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("seq_after", models.BigIntegerField()),
+                ("generation", models.CharField(blank=True, default="", max_length=200)),
+                ("reopened", models.BigIntegerField(help_text="Completed items put back to pending.")),
+                ("fenced", models.BigIntegerField(help_text="Live leases taken back.")),
+                ("worker", models.TextField(blank=True, default="")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'db_table': 'shardline_snapshot_restore',
-                'ordering': ['-id'],
+                "db_table": "shardline_snapshot_restore",
+                "ordering": ["-id"],
             },
         ),
         migrations.AlterField(
-            model_name='event',
-            name='kind',
-            field=models.CharField(choices=[('created', 'Created'), ('state', 'State'), ('failed', 'Failed'), ('retried', 'Retried'), ('expired', 'Expired'), ('lost', 'Lost'), ('epoch', 'Epoch'), ('restored', 'Restored')], max_length=16),
+            model_name="event",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("created", "Created"),
+                    ("state", "State"),
+                    ("failed", "Failed"),
+                    ("retried", "Retried"),
+                    ("expired", "Expired"),
+                    ("lost", "Lost"),
+                    ("epoch", "Epoch"),
+                    ("restored", "Restored"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.AddIndex(
-            model_name='item',
-            index=models.Index(condition=models.Q(('seq__isnull', False)), fields=['job', 'seq'], name='item_completion_seq'),
+            model_name="item",
+            index=models.Index(
+                condition=models.Q(("seq__isnull", False)), fields=["job", "seq"], name="item_completion_seq"
+            ),
         ),
         migrations.AddField(
-            model_name='itemhistory',
-            name='item',
-            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, to='shardline.item'),
+            model_name="itemhistory",
+            name="item",
+            field=models.ForeignKey(
+                db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, to="shardline.item"
+            ),
         ),
         migrations.AddField(
-            model_name='itemhistory',
-            name='job',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, to='shardline.job'),
+            model_name="itemhistory",
+            name="job",
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, to="shardline.job"),
         ),
         migrations.AddField(
-            model_name='snapshot',
-            name='job',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='snapshots', to='shardline.job'),
+            model_name="snapshot",
+            name="job",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="snapshots",
+                to="shardline.job",
+            ),
         ),
         migrations.AddField(
-            model_name='snapshotrestore',
-            name='job',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='restores', to='shardline.job'),
+            model_name="snapshotrestore",
+            name="job",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="restores", to="shardline.job"
+            ),
         ),
         migrations.AddField(
-            model_name='snapshotrestore',
-            name='snapshot',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='restores', to='shardline.snapshot'),
+            model_name="snapshotrestore",
+            name="snapshot",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="restores",
+                to="shardline.snapshot",
+            ),
         ),
         migrations.AddField(
-            model_name='itemhistory',
-            name='restore',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, to='shardline.snapshotrestore'),
+            model_name="itemhistory",
+            name="restore",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.CASCADE, to="shardline.snapshotrestore"
+            ),
         ),
         migrations.AddIndex(
-            model_name='snapshot',
-            index=models.Index(fields=['job', '-id'], name='snapshot_job_id'),
+            model_name="snapshot",
+            index=models.Index(fields=["job", "-id"], name="snapshot_job_id"),
         ),
         migrations.AddIndex(
-            model_name='snapshotrestore',
-            index=models.Index(fields=['job', '-id'], name='restore_job_id'),
+            model_name="snapshotrestore",
+            index=models.Index(fields=["job", "-id"], name="restore_job_id"),
         ),
         migrations.AddIndex(
-            model_name='itemhistory',
-            index=models.Index(fields=['item', 'id'], name='item_history_item'),
+            model_name="itemhistory",
+            index=models.Index(fields=["item", "id"], name="item_history_item"),
         ),
     ]

@@ -5,20 +5,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('shardline', '0004_snapshots'),
+        ("shardline", "0004_snapshots"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='item',
-            name='job',
-            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, to='shardline.job'),
+            model_name="item",
+            name="job",
+            field=models.ForeignKey(
+                db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, to="shardline.job"
+            ),
         ),
         migrations.AlterField(
-            model_name='unit',
-            name='job',
-            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, to='shardline.job'),
+            model_name="unit",
+            name="job",
+            field=models.ForeignKey(
+                db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, to="shardline.job"
+            ),
         ),
     ]

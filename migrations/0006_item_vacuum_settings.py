@@ -38,8 +38,6 @@ class Migration(migrations.Migration):
     operations = [
         migrations.RunSQL(
             f"ALTER TABLE shardline_item SET ({', '.join(SETTINGS)})",
-            "ALTER TABLE shardline_item RESET ("
-            + ", ".join(setting.split(" = ")[0] for setting in SETTINGS)
-            + ")",
+            "ALTER TABLE shardline_item RESET (" + ", ".join(setting.split(" = ")[0] for setting in SETTINGS) + ")",
         ),
     ]

@@ -10,28 +10,40 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('shardline', '0006_item_vacuum_settings'),
+        ("shardline", "0006_item_vacuum_settings"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='counter',
-            name='shard',
+            model_name="counter",
+            name="shard",
             field=models.PositiveIntegerField(),
         ),
         migrations.CreateModel(
-            name='Throughput',
+            name="Throughput",
             fields=[
-                ('pk', models.CompositePrimaryKey('job', 'minute', 'shard', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('minute', models.DateTimeField()),
-                ('shard', models.PositiveIntegerField()),
-                ('done', models.BigIntegerField(default=0)),
-                ('job', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, to='shardline.job')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "job", "minute", "shard", blank=True, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("minute", models.DateTimeField()),
+                ("shard", models.PositiveIntegerField()),
+                ("done", models.BigIntegerField(default=0)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        to="shardline.job",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'shardline_throughput',
+                "db_table": "shardline_throughput",
             },
         ),
         migrations.RunSQL(

@@ -8,7 +8,21 @@ log by accident.
 import json
 import logging
 
-FIELDS = ("event", "job", "job_name", "state", "previous", "item", "worker", "epoch", "user", "reason", "count", "snapshot", "fenced")
+FIELDS = (
+    "event",
+    "job",
+    "job_name",
+    "state",
+    "previous",
+    "item",
+    "worker",
+    "epoch",
+    "user",
+    "reason",
+    "count",
+    "snapshot",
+    "fenced",
+)
 
 
 class KeyValueFormatter(logging.Formatter):

@@ -56,11 +56,14 @@ class JobCollector:
         from . import progress, selectors
 
         items = GaugeMetricFamily(
-            "shardline_job_items", "Items of a job by state (all epochs; expired leases count as pending).",
+            "shardline_job_items",
+            "Items of a job by state (all epochs; expired leases count as pending).",
             labels=["job", "state"],
         )
         state = GaugeMetricFamily("shardline_job_state", "1 for the current state of a job.", labels=["job", "state"])
-        workers = GaugeMetricFamily("shardline_job_live_workers", "Workers of a running job seen recently.", labels=["job"])
+        workers = GaugeMetricFamily(
+            "shardline_job_live_workers", "Workers of a running job seen recently.", labels=["job"]
+        )
         for job_progress in progress.of_jobs(selectors.jobs_for_metrics()).values():
             name = job_progress.job.name
             for key in progress.COUNTS:
@@ -73,7 +76,9 @@ class JobCollector:
         yield workers
         # Dead item rows slow the take until vacuum removes them (an alert on
         # this growing without bound means autovacuum is off or cannot keep up).
-        dead = GaugeMetricFamily("shardline_item_dead_rows", "Dead row versions in the item table, as Postgres counts them.")
+        dead = GaugeMetricFamily(
+            "shardline_item_dead_rows", "Dead row versions in the item table, as Postgres counts them."
+        )
         dead.add_metric([], selectors.item_dead_rows())
         yield dead
 

@@ -137,7 +137,9 @@ class Unit(models.Model):
     # one transaction, and Django's deferred foreign keys would check each
     # row at commit (about ten seconds). Rows are only ever inserted by the
     # services, for a job they have just created or locked.
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, db_index=False, db_constraint=False)  # the primary key covers it
+    job = models.ForeignKey(
+        Job, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )  # the primary key covers it
     idx = models.PositiveIntegerField()
     item = models.TextField()
     # For a slice: the byte offset of its first record, so that a reader
@@ -159,7 +161,9 @@ class Item(models.Model):
     """One unit in one epoch; its row is also its current lease."""
 
     id = models.BigAutoField(primary_key=True)
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, db_index=False, db_constraint=False)  # see Unit.job; item_job_epoch_position covers it
+    job = models.ForeignKey(
+        Job, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )  # see Unit.job; item_job_epoch_position covers it
     epoch = models.PositiveIntegerField()
     position = models.PositiveIntegerField()
     unit_idx = models.PositiveIntegerField()
@@ -191,7 +195,9 @@ class Item(models.Model):
             # take: expired leases to reclaim; also the earliest expiry for retry_after.
             models.Index(fields=["job", "expires_at"], condition=Q(state="leased"), name="item_leased_expiry"),
             # audit: completed items by time, per worker.
-            models.Index(fields=["job", "completed_at"], condition=Q(completed_at__isnull=False), name="item_completed"),
+            models.Index(
+                fields=["job", "completed_at"], condition=Q(completed_at__isnull=False), name="item_completed"
+            ),
             models.Index(fields=["job", "worker"], condition=Q(worker__isnull=False), name="item_worker"),
             models.Index(fields=["job", "state"], condition=Q(state="failed"), name="item_failed"),
             # snapshots: the job's newest completion (max(seq), one index
@@ -254,7 +260,8 @@ def _seen_within_liveness() -> Q:
     every third of the timeout, an idle one polls at least every few seconds."""
     window = Func(
         Greatest(F("job__lease_timeout") * 2, Value(30.0)),
-        template="make_interval(secs => %(expressions)s)", output_field=DurationField(),
+        template="make_interval(secs => %(expressions)s)",
+        output_field=DurationField(),
     )
     return Q(last_seen__gt=Now() - window)
 
@@ -341,7 +348,9 @@ class Event(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events", db_index=False)
     # No database constraint: events are an append-only log, written on the hot
     # path by take.sql; an index on (job, kind, at) serves every read.
-    item = models.ForeignKey(Item, null=True, blank=True, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False)
+    item = models.ForeignKey(
+        Item, null=True, blank=True, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
+    )
     kind = models.CharField(max_length=16, choices=EventKind.choices)
     worker = models.TextField(blank=True, default="")
     message = models.TextField(blank=True, default="")

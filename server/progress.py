@@ -32,7 +32,7 @@ class EpochProgress:
     epoch: int
     total: int
     pending: int  # expired leases included
-    leased: int   # live leases only
+    leased: int  # live leases only
     done: int
     failed: int
     expired: int  # leases past their expiry, not yet taken back by a take
@@ -127,7 +127,11 @@ def of_jobs(jobs: list[Job]) -> dict[int, JobProgress]:
     counts = _counts(ids)
     rates = _rates(live_ids)
     live = dict(
-        Worker.objects.live().filter(job_id__in=live_ids).values_list("job_id").annotate(n=Count("id")).values_list("job_id", "n")
+        Worker.objects.live()
+        .filter(job_id__in=live_ids)
+        .values_list("job_id")
+        .annotate(n=Count("id"))
+        .values_list("job_id", "n")
     )
     now = timezone.now()
     result = {}
@@ -135,13 +139,23 @@ def of_jobs(jobs: list[Job]) -> dict[int, JobProgress]:
         epochs = []
         for epoch in range(job.num_epochs):
             pending, leased, done, failed, expired = counts.get((job.id, epoch), (job.units_count, 0, 0, 0, 0))
-            epochs.append(EpochProgress(
-                epoch=epoch, total=job.units_count, pending=pending + expired, leased=leased - expired,
-                done=done, failed=failed, expired=expired, materialised=epoch < job.epochs_materialised,
-            ))
+            epochs.append(
+                EpochProgress(
+                    epoch=epoch,
+                    total=job.units_count,
+                    pending=pending + expired,
+                    leased=leased - expired,
+                    done=done,
+                    failed=failed,
+                    expired=expired,
+                    materialised=epoch < job.epochs_materialised,
+                )
+            )
         final = job.state in FINAL_STATES
         result[job.id] = JobProgress(
-            job=job, epochs=tuple(epochs), as_of=now,
+            job=job,
+            epochs=tuple(epochs),
+            as_of=now,
             rate_per_second=None if final else rates.get(job.id, 0.0),
             live_workers=None if final else live.get(job.id, 0),
         )

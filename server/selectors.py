@@ -57,8 +57,18 @@ def items(job: Job, *, state: str | None = None, epoch: int | None = None, worke
 COMPLETED = "completed"
 AUDIT_STATES = (COMPLETED, *ItemState.values)
 AUDIT_COLUMNS = (
-    "id", "item", "epoch", "position", "state", "attempts", "worker",
-    "leased_at", "completed_at", "duration", "records", "error",
+    "id",
+    "item",
+    "epoch",
+    "position",
+    "state",
+    "attempts",
+    "worker",
+    "leased_at",
+    "completed_at",
+    "duration",
+    "records",
+    "error",
 )
 
 
@@ -71,11 +81,11 @@ def audit_selection(job: Job, *, state=None, epoch=None, worker=None):
     """
     query = items(job, state=state, epoch=epoch, worker=worker)
     if state in (ItemState.PENDING, ItemState.LEASED):
-        return query.order_by("epoch", "position")              # item_pending / item_job_epoch_position
+        return query.order_by("epoch", "position")  # item_pending / item_job_epoch_position
     if state in (COMPLETED, ItemState.DONE):
-        return query.order_by("-completed_at", "-id")           # item_completed
+        return query.order_by("-completed_at", "-id")  # item_completed
     if state == ItemState.FAILED:
-        return query.order_by("-id")                            # item_failed
+        return query.order_by("-id")  # item_failed
     return query.order_by("id")
 
 
@@ -116,7 +126,11 @@ def workers_with_health(job: Job) -> list[dict]:
     """Workers of a job, with a straggler mark (mean item time over 2x the median) and a gone mark."""
     rows = list(Worker.objects.filter(job=job).with_liveness().order_by("name"))
     means = sorted(w.mean_item_seconds for w in rows if w.mean_item_seconds is not None)
-    median = means[len(means) // 2] if len(means) % 2 else (sum(means[len(means) // 2 - 1:len(means) // 2 + 1]) / 2 if means else None)
+    median = (
+        means[len(means) // 2]
+        if len(means) % 2
+        else (sum(means[len(means) // 2 - 1 : len(means) // 2 + 1]) / 2 if means else None)
+    )
     return [
         {
             "name": w.name,
@@ -125,7 +139,9 @@ def workers_with_health(job: Job) -> list[dict]:
             "mean_item_seconds": w.mean_item_seconds,
             "last_seen": w.last_seen,
             "waiting": w.waiting_since is not None,
-            "straggler": bool(median and w.mean_item_seconds is not None and len(means) > 1 and w.mean_item_seconds > 2 * median),
+            "straggler": bool(
+                median and w.mean_item_seconds is not None and len(means) > 1 and w.mean_item_seconds > 2 * median
+            ),
             "gone": not w.is_live,
         }
         for w in rows
@@ -156,14 +172,16 @@ def item_events(job: Job, item_id: int):
 def audit_page(job: Job, *, page: int = 1, page_size: int = 50, **filters):
     """One page of the audit selection; (rows, has_next). No count over the job."""
     start = (page - 1) * page_size
-    rows = list(audit_selection(job, **filters)[start:start + page_size + 1])
+    rows = list(audit_selection(job, **filters)[start : start + page_size + 1])
     return rows[:page_size], len(rows) > page_size
 
 
 def item_dead_rows() -> int:
     """Dead row versions in shardline_item, from Postgres's statistics (0 before any are counted)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'shardline_item'), 0)")
+        cursor.execute(
+            "SELECT coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'shardline_item'), 0)"
+        )
         return cursor.fetchone()[0]
 
 
@@ -185,16 +203,23 @@ def timeline(job: Job, *, minutes: int = 30, limit: int = 1500) -> dict:
         now = cursor.fetchone()[0]
     end = job.finished_at or now
     start = max(job.started_at or job.created_at, end - timedelta(minutes=minutes))
-    unit_query = items(job).filter(leased_at__isnull=False).filter(
-        Q(completed_at__gte=start) | Q(state=ItemState.LEASED)
-    ).order_by("-leased_at")
-    rows = list(unit_query.values("id", "item", "worker", "state", "leased_at", "completed_at", "expires_at")[:limit + 1])
+    unit_query = (
+        items(job)
+        .filter(leased_at__isnull=False)
+        .filter(Q(completed_at__gte=start) | Q(state=ItemState.LEASED))
+        .order_by("-leased_at")
+    )
+    rows = list(
+        unit_query.values("id", "item", "worker", "state", "leased_at", "completed_at", "expires_at")[: limit + 1]
+    )
     return {"start": start, "end": end, "now": now, "leases": rows[:limit], "truncated": len(rows) > limit}
 
 
 def holdings(job: Job, limit: int = 200) -> list:
     """Live leases right now, by worker: what each worker is reading."""
     return list(
-        items(job, state=ItemState.LEASED).filter(expires_at__gt=Now()).order_by("worker", "leased_at")
+        items(job, state=ItemState.LEASED)
+        .filter(expires_at__gt=Now())
+        .order_by("worker", "leased_at")
         .values("id", "item", "worker", "leased_at", "expires_at")[:limit]
     )

@@ -189,16 +189,29 @@ if CELERY_BROKER_URL == "filesystem://":
         "control_folder": str(_broker_folder / "control"),
     }
     # The login throttle's counters are shared by every process of this machine.
-    _throttle_cache = {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-                       "LOCATION": str(embedded_pg.home() / "throttle")}
+    _throttle_cache = {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": str(embedded_pg.home() / "throttle"),
+    }
 else:
     # The login throttle's counters are shared by every web replica.
-    _throttle_cache = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CELERY_BROKER_URL,
-                       "KEY_PREFIX": "shardline-throttle"} if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else {
-        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(embedded_pg.home() / "throttle")}
+    _throttle_cache = (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CELERY_BROKER_URL,
+            "KEY_PREFIX": "shardline-throttle",
+        }
+        if CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
+        else {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(embedded_pg.home() / "throttle"),
+        }
+    )
     # A task whose worker died unacknowledged is handed out again after this
     # long (Redis and SQS brokers).
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("SHARDLINE_CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1)}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int("SHARDLINE_CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1)
+    }
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "throttle": _throttle_cache,

@@ -37,9 +37,9 @@ class SourceError(Exception):
 
 @dataclass
 class Work:
-    path: str                    # as the worker will read it (the item's path part)
-    format: str | None           # None: not a sliceable format, one item per epoch
-    forced: bool = False         # the format was named by a #format= suffix (kept on the items)
+    path: str  # as the worker will read it (the item's path part)
+    format: str | None  # None: not a sliceable format, one item per epoch
+    forced: bool = False  # the format was named by a #format= suffix (kept on the items)
     records: int = 0
     # TFRecord: (record number, byte offset) every INDEX_STEP records.
     index: list[tuple[int, int]] = field(default_factory=list)
@@ -66,14 +66,18 @@ def outside_roots(path: str, roots: list[str]) -> bool:
                 return False
         elif local is None and root_local is None:
             target, base = _normal_url(path), _normal_url(root)
-            if target is not None and base is not None and (target == base.rstrip("/") or target.startswith(base.rstrip("/") + "/")):
+            if (
+                target is not None
+                and base is not None
+                and (target == base.rstrip("/") or target.startswith(base.rstrip("/") + "/"))
+            ):
                 return False
     return True
 
 
 def _local_path(path: str) -> str | None:
     if path.startswith("file://"):
-        return path[len("file://"):] or "/"
+        return path[len("file://") :] or "/"
     return None if "://" in path else path
 
 
@@ -227,7 +231,9 @@ def _count_tfrecords(work: Work, progress) -> None:
             end = offset + 12 + length + 4
             handle.seek(end)
             if handle.tell() != end or (length and not _exists_at(handle, end)):
-                raise SourceError(f"{work.path}: corrupt TFRecord: record at byte {offset} runs past the end of the file")
+                raise SourceError(
+                    f"{work.path}: corrupt TFRecord: record at byte {offset} runs past the end of the file"
+                )
             records += 1
             offset = end
             if records % INDEX_STEP == 0:

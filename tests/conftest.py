@@ -34,9 +34,24 @@ def start_celery_worker(db_url: str, name: str) -> subprocess.Popen:
     from .support import ROOT
 
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "server", "worker", "--pool", "solo", "--loglevel", "warning",
-         "--queues", os.environ["SHARDLINE_CELERY_QUEUE"], "--hostname", f"{name}-{uuid.uuid4().hex[:6]}@%h",
-         "--without-gossip", "--without-mingle"],
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "server",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "warning",
+            "--queues",
+            os.environ["SHARDLINE_CELERY_QUEUE"],
+            "--hostname",
+            f"{name}-{uuid.uuid4().hex[:6]}@%h",
+            "--without-gossip",
+            "--without-mingle",
+        ],
         cwd=ROOT,
         env={**os.environ, "DATABASE_URL": db_url, "LOG_LEVEL": "WARNING"},
         start_new_session=True,

@@ -10,4 +10,3 @@ import os
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-any-deployment-0123456789")
 
 from server.settings import *  # noqa: E402,F401,F403
-

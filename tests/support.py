@@ -64,11 +64,18 @@ class ServerProcess:
     def start(self, timeout: float = 30.0) -> "ServerProcess":
         self.process = subprocess.Popen(
             [
-                sys.executable, "-m", "gunicorn", "server.wsgi",
-                "--bind", f"127.0.0.1:{self.port}",
-                "--workers", str(self.workers),
-                "--graceful-timeout", "2",
-                "--log-level", "warning",
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "server.wsgi",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                str(self.workers),
+                "--graceful-timeout",
+                "2",
+                "--log-level",
+                "warning",
             ],
             cwd=ROOT,
             env=self.env,

@@ -40,7 +40,11 @@ def test_env_example_names_every_variable_compose_interpolates():
 
     text = (ROOT / "docker-compose.yml").read_text()
     used = set(re.findall(r"\$\{([A-Z_]+)", text))
-    example = {line.split("=", 1)[0] for line in (ROOT / ".env.example").read_text().splitlines() if "=" in line and not line.startswith("#")}
+    example = {
+        line.split("=", 1)[0]
+        for line in (ROOT / ".env.example").read_text().splitlines()
+        if "=" in line and not line.startswith("#")
+    }
     assert used <= example, used - example
 
 
@@ -69,8 +73,18 @@ def test_compose_gives_every_long_running_service_a_health_check_and_a_restart_p
 
 
 def test_env_example_documents_the_security_and_data_settings():
-    example = {line.split("=", 1)[0] for line in (ROOT / ".env.example").read_text().splitlines()
-               if "=" in line and not line.startswith("#")}
-    for name in ("SECRET_KEY", "ALLOWED_HOSTS", "SHARDLINE_HTTPS", "SHARDLINE_BEHIND_PROXY", "SHARDLINE_DATA_ROOTS",
-                 "SHARDLINE_LOGIN_MAX_FAILURES", "SHARDLINE_LOGIN_WINDOW_SECONDS"):
+    example = {
+        line.split("=", 1)[0]
+        for line in (ROOT / ".env.example").read_text().splitlines()
+        if "=" in line and not line.startswith("#")
+    }
+    for name in (
+        "SECRET_KEY",
+        "ALLOWED_HOSTS",
+        "SHARDLINE_HTTPS",
+        "SHARDLINE_BEHIND_PROXY",
+        "SHARDLINE_DATA_ROOTS",
+        "SHARDLINE_LOGIN_MAX_FAILURES",
+        "SHARDLINE_LOGIN_WINDOW_SECONDS",
+    ):
         assert name in example, name

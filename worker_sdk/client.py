@@ -22,7 +22,9 @@ class Client:
     def job(self, job_id: int) -> dict:
         return self.transport.request("GET", f"/api/v1/jobs/{job_id}/")
 
-    def take(self, job_id: int, worker: str, count: int = 1, complete: list[dict] = (), consumer: str | None = None) -> dict:
+    def take(
+        self, job_id: int, worker: str, count: int = 1, complete: list[dict] = (), consumer: str | None = None
+    ) -> dict:
         body = {"worker": worker, "count": count, "complete": list(complete)}
         if consumer is not None:
             body["consumer"] = consumer
@@ -32,10 +34,14 @@ class Client:
         return self.transport.request("POST", f"/api/v1/jobs/{job_id}/leases/", json=body, idempotency_key=key)
 
     def complete(self, lease_id: int, token: int, records: int | None = None) -> dict:
-        return self.transport.request("POST", f"/api/v1/leases/{lease_id}/complete/", json={"token": token, "records": records})
+        return self.transport.request(
+            "POST", f"/api/v1/leases/{lease_id}/complete/", json={"token": token, "records": records}
+        )
 
     def fail(self, lease_id: int, token: int, error: str) -> dict:
-        return self.transport.request("POST", f"/api/v1/leases/{lease_id}/fail/", json={"token": token, "error": error[:8000]})
+        return self.transport.request(
+            "POST", f"/api/v1/leases/{lease_id}/fail/", json={"token": token, "error": error[:8000]}
+        )
 
     def extend(self, leases: list[tuple[int, int]], waiting: bool | None = None) -> dict:
         body = {"leases": [{"id": lease_id, "token": token} for lease_id, token in leases]}

@@ -88,7 +88,10 @@ class Leaser:
         sent = self._start_sending()
         try:
             answer = self.client.take(
-                self.job_id, self.worker, 1, [{"id": lease.id, "token": lease.token} for lease in sent],
+                self.job_id,
+                self.worker,
+                1,
+                [{"id": lease.id, "token": lease.token} for lease in sent],
                 consumer=self.consumer,
             )
         finally:
@@ -138,7 +141,9 @@ class Leaser:
                 while lease.id in self._extending:
                     self._lock.wait()
                 self._sending.add(lease.id)
-            self._report(lease, lambda: self.client.fail(lease.id, lease.token, error), "its failure report was refused")
+            self._report(
+                lease, lambda: self.client.fail(lease.id, lease.token, error), "its failure report was refused"
+            )
 
     def _report(self, lease: Lease, send, refused: str) -> None:
         """Sends one lease's completion or failure (marked as sending by the caller); it is held no more."""
@@ -169,7 +174,9 @@ class Leaser:
         log.warning(
             "work queue %s: lease %s was lost (%s): it expired and went to another worker, "
             "or the job was restored; it is not counted twice",
-            self.name, lease_id, why,
+            self.name,
+            lease_id,
+            why,
         )
 
     # -- heartbeat -----------------------------------------------------------------

@@ -181,7 +181,8 @@ class WorkQueue:
             job = self._client.create_job(self.spec())
         except errors.JobSpecConflictError as exc:
             raise errors.JobSpecConflictError(
-                exc.status, exc.code,
+                exc.status,
+                exc.code,
                 f"{exc.message}. A different run over other data needs its own job: pass name=... "
                 f"or set SHARDLINE_RUN to tell the runs apart.",
                 exc.body,
@@ -322,7 +323,11 @@ class WorkQueue:
         self._reset_after_restore()
         log.info(
             "work queue %s: restored snapshot %s of job %s (%s items re-opened, %s leases taken back%s)",
-            self.name, snapshot_id, self.job["id"], result["reopened"], result["fenced"],
+            self.name,
+            snapshot_id,
+            self.job["id"],
+            result["reopened"],
+            result["fenced"],
             ", a repeat" if result["repeated"] else "",
         )
         return result

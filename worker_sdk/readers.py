@@ -32,12 +32,14 @@ def parse(item: str, format: str | None = None) -> formats.Slice:
 def _open(path: str):
     """Opens a work for reading in binary mode (fsspec for URLs other than file://)."""
     if path.startswith("file://"):
-        path = path[len("file://"):]
+        path = path[len("file://") :]
     if "://" in path:
         try:
             import fsspec
         except ImportError:
-            raise ImportError(f"reading {path} needs fsspec and its backend: pip install fsspec s3fs (or gcsfs...)") from None
+            raise ImportError(
+                f"reading {path} needs fsspec and its backend: pip install fsspec s3fs (or gcsfs...)"
+            ) from None
         return fsspec.open(path, "rb").open()
     return open(path, "rb")
 
@@ -68,7 +70,9 @@ def records(item: str, offset: int | None = None, format: str | None = None):
             produced += 1
             yield record
         if produced < piece.end - piece.start:
-            raise ValueError(f"{item}: the file ended after {produced} of the slice's {piece.end - piece.start} records")
+            raise ValueError(
+                f"{item}: the file ended after {produced} of the slice's {piece.end - piece.start} records"
+            )
 
 
 def _lines(handle, _limit):

@@ -62,6 +62,7 @@ import weakref
 from collections.abc import Mapping
 
 import tensorflow as tf
+
 # Only internal module used: it holds the one FIFOQueue class whose resource
 # can live on a GPU (the public one is pinned to the CPU).
 from tensorflow.python.ops import data_flow_ops
@@ -87,9 +88,7 @@ _WATCHDOG_MAX_INTERVAL_S = 1.0
 # --------------------------------------------------------------------------
 
 _ERROR_CODES = frozenset(
-    getattr(tf.errors, code_name)
-    for code_name in dir(tf.errors)
-    if code_name.isupper() and code_name != "OK"
+    getattr(tf.errors, code_name) for code_name in dir(tf.errors) if code_name.isupper() and code_name != "OK"
 )
 
 
@@ -132,8 +131,7 @@ class _ExceptionTypes:
 _FUNCTION_NODE_PREFIX = re.compile(r"^(\{\{[^}]*\}\}\s*)+")
 # Lines Session.run adds around the cause of an error: a header, where the
 # failing node was defined, and node tags.
-_ERROR_CONTEXT_LINE = re.compile(
-    r"^(Graph execution error:|Detected at node .*|File \".*|Node: '.*'|\[\[.*\]\])$")
+_ERROR_CONTEXT_LINE = re.compile(r"^(Graph execution error:|Detected at node .*|File \".*|Node: '.*'|\[\[.*\]\])$")
 
 
 def _describe(exc):
@@ -262,13 +260,13 @@ def _flatten_feed_dict(feed_dict, graph):
         if isinstance(key, tf.SparseTensor):
             if not isinstance(value, tf.SparseTensor):
                 raise TypeError(f"feed_dict: the value for SparseTensor {key!r} must be a tf.SparseTensor")
-            pairs = [(key.indices, value.indices), (key.values, value.values),
-                     (key.dense_shape, value.dense_shape)]
+            pairs = [(key.indices, value.indices), (key.values, value.values), (key.dense_shape, value.dense_shape)]
         elif isinstance(key, tf.Tensor):
             if not isinstance(value, tf.Tensor):
                 raise TypeError(
                     f"feed_dict: the value for {key.name} must be a tf.Tensor evaluated each "
-                    f"iteration, got {type(value).__name__}")
+                    f"iteration, got {type(value).__name__}"
+                )
             pairs = [(key, value)]
         else:
             raise TypeError(f"feed_dict: keys must be placeholders (tf.Tensor or tf.SparseTensor), got {key!r}")
@@ -280,8 +278,9 @@ def _flatten_feed_dict(feed_dict, graph):
     return tuple(keys), tuple(values)
 
 
-def _staged_graph(features, feed_dict, capacity, num_threads, num_clients, timeout_millis,
-                  closed, ignored, inter_op_thread_pool, name):
+def _staged_graph(
+    features, feed_dict, capacity, num_threads, num_clients, timeout_millis, closed, ignored, inter_op_thread_pool, name
+):
     graph = tf.compat.v1.get_default_graph()
     flat = tf.nest.flatten(features, expand_composites=True)
     leaves = []
@@ -303,8 +302,7 @@ def _staged_graph(features, feed_dict, capacity, num_threads, num_clients, timeo
     # Control dependencies around the call belong to the features, which are
     # already built; inherited by the take they would make every consumer
     # step run the input subgraph again.
-    with tf.control_dependencies(None), \
-            tf.compat.v1.name_scope(name, default_name="staged") as scope:
+    with tf.control_dependencies(None), tf.compat.v1.name_scope(name, default_name="staged") as scope:
         stage_name = scope.rstrip("/")
         device = _buffer_device(scope)
 
@@ -337,11 +335,14 @@ def _staged_graph(features, feed_dict, capacity, num_threads, num_clients, timeo
             hook_present = tf.debugging.Assert(
                 producers.size() > 0,
                 # Assert escapes quotes in its output, hence none around the name.
-                [f"no producer is running for staged buffer {stage_name}. Add "
-                 "make_prefetch_hook() to the session hooks, e.g. MonitoredTrainingSession("
-                 "hooks=[make_prefetch_hook()]), or call its after_create_session() for a "
-                 "plain Session."],
-                name="require_prefetch_hook")
+                [
+                    f"no producer is running for staged buffer {stage_name}. Add "
+                    "make_prefetch_hook() to the session hooks, e.g. MonitoredTrainingSession("
+                    "hooks=[make_prefetch_hook()]), or call its after_create_session() for a "
+                    "plain Session."
+                ],
+                name="require_prefetch_hook",
+            )
         with placement():
             with tf.control_dependencies([hook_present]):
                 taken = buffer.dequeue(name="take")
@@ -351,7 +352,8 @@ def _staged_graph(features, feed_dict, capacity, num_threads, num_clients, timeo
                 tf.equal(code, _OK),
                 lambda: tf.constant(True),
                 lambda: tf.py_function(_raise_producer_error, [code, message], tf.bool),
-                name="check")
+                name="check",
+            )
         outputs = []
         with tf.control_dependencies([checked]):
             for source, component in zip(tensors, components):
@@ -361,12 +363,25 @@ def _staged_graph(features, feed_dict, capacity, num_threads, num_clients, timeo
                 outputs.append(output)
 
     stage = _Stage(
-        name=stage_name, capacity=capacity, num_threads=num_threads, num_clients=num_clients,
-        timeout_millis=timeout_millis, closed=closed, ignored=ignored,
+        name=stage_name,
+        capacity=capacity,
+        num_threads=num_threads,
+        num_clients=num_clients,
+        timeout_millis=timeout_millis,
+        closed=closed,
+        ignored=ignored,
         inter_op_thread_pool=inter_op_thread_pool,
-        put_op=put.name, put_error_op=put_error.name, error_code_feed=code_feed.name,
-        error_message_feed=message_feed.name, close_op=close.name, cancel_op=cancel.name,
-        size_tensor=size.name, start_op=start.name, feed_keys=feed_keys, feed_values=feed_values)
+        put_op=put.name,
+        put_error_op=put_error.name,
+        error_code_feed=code_feed.name,
+        error_message_feed=message_feed.name,
+        close_op=close.name,
+        cancel_op=cancel.name,
+        size_tensor=size.name,
+        start_op=start.name,
+        feed_keys=feed_keys,
+        feed_values=feed_values,
+    )
     _register_stage(graph, stage)
 
     taken_leaves = iter(outputs)
@@ -402,8 +417,7 @@ class _StageRunner:
         self._feed_values = [graph.get_tensor_by_name(n) for n in stage.feed_values]
         self._run_options = None
         if stage.inter_op_thread_pool is not None:
-            self._run_options = tf.compat.v1.RunOptions(
-                inter_op_thread_pool=stage.inter_op_thread_pool)
+            self._run_options = tf.compat.v1.RunOptions(inter_op_thread_pool=stage.inter_op_thread_pool)
 
         self._stop = threading.Event()
         self._finished = threading.Event()
@@ -414,12 +428,14 @@ class _StageRunner:
         self._failed = False
         self._in_flight = {}
         self._threads = [
-            threading.Thread(target=self._produce, args=(index,), daemon=True,
-                             name=f"shardline-staged:{stage.name}:producer-{index}")
+            threading.Thread(
+                target=self._produce, args=(index,), daemon=True, name=f"shardline-staged:{stage.name}:producer-{index}"
+            )
             for index in range(stage.num_threads)
         ]
-        self._watchdog = threading.Thread(target=self._watch, daemon=True,
-                                          name=f"shardline-staged:{stage.name}:watchdog")
+        self._watchdog = threading.Thread(
+            target=self._watch, daemon=True, name=f"shardline-staged:{stage.name}:watchdog"
+        )
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -445,8 +461,11 @@ class _StageRunner:
             thread.join(max(0.0, deadline - time.monotonic()))
         alive = [t.name for t in self._threads if t.is_alive()]
         if alive:
-            logger.info("staged %r: %d producer(s) still blocked upstream of the buffer; "
-                        "they stop when the session closes", self.stage.name, len(alive))
+            logger.info(
+                "staged %r: %d producer(s) still blocked upstream of the buffer; they stop when the session closes",
+                self.stage.name,
+                len(alive),
+            )
 
     def alive(self):
         return any(t.is_alive() for t in self._threads)
@@ -486,12 +505,10 @@ class _StageRunner:
                     if self._shutting_down(exc):
                         return
                     if self.stage.closed.matches(exc):
-                        logger.debug("staged %r: producer %d finished (%s)",
-                                     self.stage.name, index, _describe(exc))
+                        logger.debug("staged %r: producer %d finished (%s)", self.stage.name, index, _describe(exc))
                         return
                     if self.stage.ignored.matches(exc):
-                        logger.warning("staged %r: skipped an element: %s",
-                                       self.stage.name, _describe(exc))
+                        logger.warning("staged %r: skipped an element: %s", self.stage.name, _describe(exc))
                         continue
                     self._fail(exc)
                     return
@@ -505,9 +522,12 @@ class _StageRunner:
         self._stop.set()
         if not first:
             return
-        logger.error("staged %r: a producer failed; the consumer receives the elements "
-                     "buffered before the failure, then this error: %s",
-                     self.stage.name, _describe(exc))
+        logger.error(
+            "staged %r: a producer failed; the consumer receives the elements "
+            "buffered before the failure, then this error: %s",
+            self.stage.name,
+            _describe(exc),
+        )
         if self._coord is not None:
             # As a QueueRunner does: MonitoredSession then re-raises the original
             # exception from should_stop() and close(), with its own class, and
@@ -547,8 +567,7 @@ class _StageRunner:
         while not self._finished.wait(interval):
             now = time.monotonic()
             with self._lock:
-                overdue = [put for put in self._in_flight.values()
-                           if not put.warned and now - put.started >= timeout_s]
+                overdue = [put for put in self._in_flight.values() if not put.warned and now - put.started >= timeout_s]
             if not overdue:
                 continue
             try:
@@ -565,7 +584,10 @@ class _StageRunner:
                 logger.warning(
                     "staged %r: a put has waited more than %d ms on the full buffer "
                     "(capacity %d); keeping the element and waiting for a consumer",
-                    self.stage.name, self.stage.timeout_millis, self.stage.capacity)
+                    self.stage.name,
+                    self.stage.timeout_millis,
+                    self.stage.capacity,
+                )
 
 
 class _PrefetchHook(tf.compat.v1.train.SessionRunHook):
@@ -591,8 +613,9 @@ class _PrefetchHook(tf.compat.v1.train.SessionRunHook):
         started = []
         for stage in stages:
             if not _claim(session, stage.name):
-                logger.warning("staged %r: producers already running in this session; "
-                               "ignoring a second prefetch hook", stage.name)
+                logger.warning(
+                    "staged %r: producers already running in this session; ignoring a second prefetch hook", stage.name
+                )
                 continue
             runner = _StageRunner(stage, session, coord)
             runner.start()
@@ -642,8 +665,7 @@ def _device_dataset(spec):
         return None
     for leaf in tf.nest.flatten(spec):
         if not isinstance(leaf, tf.TensorSpec) or leaf.dtype in (tf.string, tf.resource, tf.variant):
-            logger.info("staged: element has components that cannot live on %s; "
-                        "prefetching in host memory", gpu)
+            logger.info("staged: element has components that cannot live on %s; prefetching in host memory", gpu)
             return None
     return gpu
 
@@ -651,15 +673,20 @@ def _device_dataset(spec):
 def _staged_dataset(source, capacity, closed, ignored, name):
     spec = source.element_spec
     stage_name = name or "staged"
-    native = (isinstance(source, tf.data.Dataset)
-              and closed.codes == {tf.errors.OUT_OF_RANGE} and not closed.classes and not ignored)
+    native = (
+        isinstance(source, tf.data.Dataset)
+        and closed.codes == {tf.errors.OUT_OF_RANGE}
+        and not closed.classes
+        and not ignored
+    )
     if native:
         # tf.data's own semantics already are the default ones: OutOfRange
         # ends the iteration and every other error is raised by next().
         dataset = source
     else:
         dataset = tf.data.Dataset.from_generator(
-            lambda: _classified(source, closed, ignored, stage_name), output_signature=spec)
+            lambda: _classified(source, closed, ignored, stage_name), output_signature=spec
+        )
     gpu = _device_dataset(spec)
     if gpu is None:
         return iter(dataset.prefetch(capacity))
@@ -686,8 +713,8 @@ def _classified(source, closed, ignored, stage_name):
                 return
             raise _bridged_exception(
                 tf.errors.UNKNOWN,
-                f"staged '{stage_name}': input ended (OutOfRangeError), which is not a closed "
-                "exception type here") from None
+                f"staged '{stage_name}': input ended (OutOfRangeError), which is not a closed exception type here",
+            ) from None
         except Exception as exc:  # noqa: BLE001 - classified below
             if closed.matches(exc):
                 return
@@ -695,7 +722,8 @@ def _classified(source, closed, ignored, stage_name):
                 logger.warning("staged %r: skipped an element: %s", stage_name, _describe(exc))
                 continue
             raise _bridged_exception(
-                _error_code(exc), f"staged '{stage_name}': input failed with {_describe(exc)}") from exc
+                _error_code(exc), f"staged '{stage_name}': input failed with {_describe(exc)}"
+            ) from exc
         yield element
 
 
@@ -704,10 +732,20 @@ def _classified(source, closed, ignored, stage_name):
 # --------------------------------------------------------------------------
 
 
-def staged(features, feed_dict=_NO_FEEDS, capacity=1, num_threads=1, num_clients=1,
-           timeout_millis=300000, closed_exception_types=(tf.errors.OUT_OF_RANGE,),
-           ignored_exception_types=(), use_stage_subgraph_thread_pool=False,
-           stage_subgraph_thread_pool_id=0, stage_subgraph_stream_id=0, name=None):
+def staged(
+    features,
+    feed_dict=_NO_FEEDS,
+    capacity=1,
+    num_threads=1,
+    num_clients=1,
+    timeout_millis=300000,
+    closed_exception_types=(tf.errors.OUT_OF_RANGE,),
+    ignored_exception_types=(),
+    use_stage_subgraph_thread_pool=False,
+    stage_subgraph_thread_pool_id=0,
+    stage_subgraph_stream_id=0,
+    name=None,
+):
     """Prefetches ``features`` asynchronously and returns the prefetched values.
 
     Graph mode (``tf.compat.v1``): ``features`` is a tensor, a ``SparseTensor``
@@ -789,38 +827,53 @@ def staged(features, feed_dict=_NO_FEEDS, capacity=1, num_threads=1, num_clients
       ValueError: for out-of-range arguments, or an exception type both closed
         and ignored.
     """
-    for argument, value, minimum in (("capacity", capacity, 1), ("num_threads", num_threads, 1),
-                                     ("num_clients", num_clients, 1),
-                                     ("timeout_millis", timeout_millis, 1)):
+    for argument, value, minimum in (
+        ("capacity", capacity, 1),
+        ("num_threads", num_threads, 1),
+        ("num_clients", num_clients, 1),
+        ("timeout_millis", timeout_millis, 1),
+    ):
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"staged: {argument} must be an int, got {value!r}")
         if value < minimum:
             raise ValueError(f"staged: {argument} must be >= {minimum}, got {value}")
-    if isinstance(stage_subgraph_thread_pool_id, bool) or not isinstance(stage_subgraph_thread_pool_id, int) \
-            or stage_subgraph_thread_pool_id < -1:
+    if (
+        isinstance(stage_subgraph_thread_pool_id, bool)
+        or not isinstance(stage_subgraph_thread_pool_id, int)
+        or stage_subgraph_thread_pool_id < -1
+    ):
         raise ValueError("staged: stage_subgraph_thread_pool_id must be an int >= -1")
     closed = _ExceptionTypes(closed_exception_types, "closed_exception_types")
     ignored = _ExceptionTypes(ignored_exception_types, "ignored_exception_types")
     if closed.overlaps(ignored):
         raise ValueError("staged: an exception type cannot be both closed and ignored")
     if stage_subgraph_stream_id:
-        logger.warning("staged: stage_subgraph_stream_id=%r ignored: stock TensorFlow runs a GPU's "
-                       "compute on a single stream", stage_subgraph_stream_id)
+        logger.warning(
+            "staged: stage_subgraph_stream_id=%r ignored: stock TensorFlow runs a GPU's compute on a single stream",
+            stage_subgraph_stream_id,
+        )
 
     if _is_dataset_source(features):
         if not tf.executing_eagerly() and not tf.inside_function():
-            raise TypeError("staged: a tf.data source needs eager mode or tf.function; in a "
-                            "tf.compat.v1 graph stage the tensors of iterator.get_next()")
+            raise TypeError(
+                "staged: a tf.data source needs eager mode or tf.function; in a "
+                "tf.compat.v1 graph stage the tensors of iterator.get_next()"
+            )
         if feed_dict:
             raise ValueError("staged: feed_dict applies to graph mode only")
         if num_threads != 1 or num_clients != 1 or use_stage_subgraph_thread_pool:
-            logger.warning("staged: num_threads, num_clients and the thread pool apply to graph "
-                           "mode only; tf.data parallelism is set on the dataset itself")
+            logger.warning(
+                "staged: num_threads, num_clients and the thread pool apply to graph "
+                "mode only; tf.data parallelism is set on the dataset itself"
+            )
         return _staged_dataset(features, capacity, closed, ignored, name)
 
     if tf.executing_eagerly() or tf.inside_function():
-        raise TypeError("staged: in eager mode or tf.function, pass a tf.data.Dataset or iterator; "
-                        "tensors are staged in tf.compat.v1 graph mode")
+        raise TypeError(
+            "staged: in eager mode or tf.function, pass a tf.data.Dataset or iterator; "
+            "tensors are staged in tf.compat.v1 graph mode"
+        )
     pool = stage_subgraph_thread_pool_id if use_stage_subgraph_thread_pool else None
-    return _staged_graph(features, feed_dict, capacity, num_threads, num_clients, timeout_millis,
-                         closed, ignored, pool, name)
+    return _staged_graph(
+        features, feed_dict, capacity, num_threads, num_clients, timeout_millis, closed, ignored, pool, name
+    )

@@ -61,6 +61,7 @@ def take(queue: WorkQueue):
 
 def input_dataset(queue: WorkQueue):
     _track(queue)
+
     def generate():
         # A new stream per iteration of the dataset: each element is completed
         # when the dataset's consumer (TextLineDataset, a map...) pulls the next.
@@ -134,7 +135,10 @@ def add_summary(queue: WorkQueue):
     with tf.name_scope(queue.name):
         values = tf.compat.v1.py_func(
             lambda: [np.float32(v) for v in watermarks.get()],
-            [], [tf.float32] * 4, stateful=True, name="watermarks",
+            [],
+            [tf.float32] * 4,
+            stateful=True,
+            name="watermarks",
         )
     for name, value in zip(names, values):
         value.set_shape([])

@@ -85,7 +85,9 @@ class Transport:
         while True:
             problem = None
             try:
-                response = self.session.request(method, url, json=json, params=params, headers=headers, timeout=self.timeout)
+                response = self.session.request(
+                    method, url, json=json, params=params, headers=headers, timeout=self.timeout
+                )
             except (requests.ConnectionError, requests.Timeout) as exc:
                 problem, wait = f"{type(exc).__name__}: {exc}", self.backoff(attempt)
             else:

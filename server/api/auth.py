@@ -36,5 +36,9 @@ class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
     name = "tokenAuth"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "apiKey", "in": "header", "name": "Authorization",
-                "description": "`Token <key>`; keys are created with `manage.py create_token`"}
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "`Token <key>`; keys are created with `manage.py create_token`",
+        }

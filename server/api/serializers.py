@@ -55,7 +55,9 @@ class WorksField(serializers.Field):
             self.fail("invalid")
         limit = settings.SHARDLINE_MAX_WORKS
         if len(data) > limit:
-            raise serializers.ValidationError(f"{len(data)} works is more than the limit of {limit} (SHARDLINE_MAX_WORKS)")
+            raise serializers.ValidationError(
+                f"{len(data)} works is more than the limit of {limit} (SHARDLINE_MAX_WORKS)"
+            )
         works = []
         for index, work in enumerate(data):
             if not isinstance(work, str):
@@ -78,7 +80,9 @@ class JobCreateSerializer(StrictSerializer):
     num_epochs = serializers.IntegerField(min_value=1, max_value=10000, default=1)
     shuffle = serializers.BooleanField(default=True)
     seed = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX, allow_null=True, default=None)
-    prefix = serializers.CharField(allow_null=True, allow_blank=True, trim_whitespace=False, max_length=1024, default=None)
+    prefix = serializers.CharField(
+        allow_null=True, allow_blank=True, trim_whitespace=False, max_length=1024, default=None
+    )
     num_slices = serializers.IntegerField(min_value=1, max_value=10_000_000, allow_null=True, default=None)
     lease_timeout = serializers.FloatField(min_value=1, max_value=86400, default=None, allow_null=True)
     max_attempts = serializers.IntegerField(min_value=1, max_value=100, default=None, allow_null=True)
@@ -101,9 +105,13 @@ class JobCreateSerializer(StrictSerializer):
             except formats.FormatError as exc:
                 raise serializers.ValidationError({"works": [f"works[{index}]: {exc}"]}) from None
             if piece.start is not None and data.get("num_slices"):
-                raise serializers.ValidationError({"works": [
-                    f"works[{index}] {prefix + work!r}: is already a slice (?start=&end=); with num_slices, name the whole file"
-                ]})
+                raise serializers.ValidationError(
+                    {
+                        "works": [
+                            f"works[{index}] {prefix + work!r}: is already a slice (?start=&end=); with num_slices, name the whole file"
+                        ]
+                    }
+                )
         # Works that the slicer will read: refuse those outside the data roots
         # now, rather than failing the job later.
         roots = settings.SHARDLINE_DATA_ROOTS
@@ -118,9 +126,13 @@ class JobCreateSerializer(StrictSerializer):
                     if len(outside) == 5:
                         break
             if outside:
-                raise serializers.ValidationError({"works": [
-                    f"{', '.join(outside)} outside the allowed data roots ({', '.join(roots)}; SHARDLINE_DATA_ROOTS)"
-                ]})
+                raise serializers.ValidationError(
+                    {
+                        "works": [
+                            f"{', '.join(outside)} outside the allowed data roots ({', '.join(roots)}; SHARDLINE_DATA_ROOTS)"
+                        ]
+                    }
+                )
         return data
 
     def to_spec(self) -> JobSpec:
@@ -141,17 +153,36 @@ class JobCreateSerializer(StrictSerializer):
 class JobSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     actions = serializers.ListField(
-        child=serializers.ChoiceField(choices=JobAction.choices), read_only=True,
+        child=serializers.ChoiceField(choices=JobAction.choices),
+        read_only=True,
         help_text="What an admin may do to the job in its current state (pause, resume, cancel, retry, restore).",
     )
 
     class Meta:
         model = Job
         fields = [
-            "id", "name", "state", "works_count", "num_epochs", "shuffle", "seed", "prefix", "num_slices",
-            "lease_timeout", "max_attempts", "spec_digest", "units_count", "epochs_materialised", "error",
-            "slicing_progress", "actions",
-            "created_by", "created_at", "updated_at", "started_at", "finished_at",
+            "id",
+            "name",
+            "state",
+            "works_count",
+            "num_epochs",
+            "shuffle",
+            "seed",
+            "prefix",
+            "num_slices",
+            "lease_timeout",
+            "max_attempts",
+            "spec_digest",
+            "units_count",
+            "epochs_materialised",
+            "error",
+            "slicing_progress",
+            "actions",
+            "created_by",
+            "created_at",
+            "updated_at",
+            "started_at",
+            "finished_at",
         ]
         read_only_fields = fields
 
@@ -163,7 +194,9 @@ class EpochCountsSerializer(serializers.Serializer):
     leased = serializers.IntegerField()
     done = serializers.IntegerField()
     failed = serializers.IntegerField()
-    expired = serializers.IntegerField(help_text="Leases past their expiry (counted in pending: the next take hands them out).")
+    expired = serializers.IntegerField(
+        help_text="Leases past their expiry (counted in pending: the next take hands them out)."
+    )
     materialised = serializers.BooleanField()
 
 
@@ -181,11 +214,15 @@ class WatermarksSerializer(serializers.Serializer):
     num_epochs = serializers.IntegerField()
     current_epoch = serializers.IntegerField(allow_null=True)
     rate_per_second = serializers.FloatField(
-        allow_null=True, help_text="Completions per second over the last minute; null once the job has ended.")
+        allow_null=True, help_text="Completions per second over the last minute; null once the job has ended."
+    )
     eta_seconds = serializers.FloatField(
-        allow_null=True, help_text="Seconds to the end at that rate: only while running (0 when done).")
+        allow_null=True, help_text="Seconds to the end at that rate: only while running (0 when done)."
+    )
     live_workers = serializers.IntegerField(
-        allow_null=True, help_text="Workers seen within twice the lease timeout (at least 30 s); null once the job has ended.")
+        allow_null=True,
+        help_text="Workers seen within twice the lease timeout (at least 30 s); null once the job has ended.",
+    )
     epochs = EpochCountsSerializer(many=True)
     as_of = serializers.DateTimeField()
 
@@ -206,9 +243,10 @@ class CompletionSerializer(StrictSerializer):
 class TakeSerializer(StrictSerializer):
     worker = serializers.CharField(max_length=MAX_WORKER_LENGTH, help_text="Worker identity, e.g. host:pid:task.")
     consumer = serializers.CharField(
-        max_length=MAX_WORKER_LENGTH, required=False,
+        max_length=MAX_WORKER_LENGTH,
+        required=False,
         help_text="The process that uses what this worker reads (default: the worker). A DataLoader's loader "
-                  "processes name their main process, so that the server knows they read for one consumer.",
+        "processes name their main process, so that the server knows they read for one consumer.",
     )
     count = serializers.IntegerField(min_value=1, default=1)
     complete = CompletionSerializer(many=True, required=False, default=list, help_text="Leases to complete first.")
@@ -300,17 +338,27 @@ class LeaseSerializer(serializers.Serializer):
 
 class TakeResponseSerializer(serializers.Serializer):
     leases = LeaseSerializer(many=True)
-    exhausted = serializers.BooleanField(help_text="True when every item is done or failed. (A cancelled job answers 409 job_cancelled.)")
-    retry_after = serializers.FloatField(allow_null=True, help_text="Seconds to wait before the next take when nothing was leased.")
-    completed = serializers.ListField(child=serializers.IntegerField(), help_text="Lease ids of `complete` that were accepted.")
+    exhausted = serializers.BooleanField(
+        help_text="True when every item is done or failed. (A cancelled job answers 409 job_cancelled.)"
+    )
+    retry_after = serializers.FloatField(
+        allow_null=True, help_text="Seconds to wait before the next take when nothing was leased."
+    )
+    completed = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Lease ids of `complete` that were accepted."
+    )
     lost = serializers.ListField(child=serializers.IntegerField(), help_text="Lease ids of `complete` no longer held.")
-    leased_by_you = serializers.IntegerField(allow_null=True, help_text="When nothing was leased: live leases this worker holds.")
-    leased_by_others = serializers.IntegerField(allow_null=True, help_text="When nothing was leased: live leases other workers hold.")
+    leased_by_you = serializers.IntegerField(
+        allow_null=True, help_text="When nothing was leased: live leases this worker holds."
+    )
+    leased_by_others = serializers.IntegerField(
+        allow_null=True, help_text="When nothing was leased: live leases other workers hold."
+    )
     waiting_on = serializers.IntegerField(
         allow_null=True,
         help_text="When nothing was leased: leases worth waiting for (held by other consumers that are not waiting "
-                  "themselves, or expired). 0: the caller is at its end; what is left is its own consumer's or "
-                  "held by consumers that wait too.",
+        "themselves, or expired). 0: the caller is at its end; what is left is its own consumer's or "
+        "held by consumers that wait too.",
     )
 
 
@@ -346,9 +394,11 @@ class LeaseRefSerializer(StrictSerializer):
 class ExtendManySerializer(StrictSerializer):
     leases = LeaseRefSerializer(many=True)
     waiting = serializers.BooleanField(
-        required=False, allow_null=True, default=None,
+        required=False,
+        allow_null=True,
+        default=None,
         help_text="Whether the holder's process waits at the end of a queue (possibly another job's): its leases "
-                  "are then not worth waiting for. Omitted: unchanged.",
+        "are then not worth waiting for. Omitted: unchanged.",
     )
 
     def validate_leases(self, value):
@@ -370,14 +420,27 @@ class ItemSerializer(serializers.ModelSerializer):
     class Meta:
         model = Item
         fields = [
-            "id", "item", "epoch", "position", "state", "attempts", "worker",
-            "leased_at", "expires_at", "completed_at", "duration", "records", "error",
+            "id",
+            "item",
+            "epoch",
+            "position",
+            "state",
+            "attempts",
+            "worker",
+            "leased_at",
+            "expires_at",
+            "completed_at",
+            "duration",
+            "records",
+            "error",
         ]
         read_only_fields = fields
 
 
 class ItemFilterSerializer(serializers.Serializer):
-    state = serializers.ChoiceField(choices=[("completed", "completed (done or failed)"), *ItemState.choices], required=False)
+    state = serializers.ChoiceField(
+        choices=[("completed", "completed (done or failed)"), *ItemState.choices], required=False
+    )
     epoch = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
     worker = serializers.CharField(max_length=MAX_WORKER_LENGTH, required=False)
     format = serializers.ChoiceField(choices=["json", "csv"], required=False)
@@ -394,13 +457,27 @@ class WorkerSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Worker
-        fields = ["job", "name", "first_seen", "last_seen", "items_done", "items_failed", "busy_seconds", "mean_item_seconds"]
+        fields = [
+            "job",
+            "name",
+            "first_seen",
+            "last_seen",
+            "items_done",
+            "items_failed",
+            "busy_seconds",
+            "mean_item_seconds",
+        ]
         read_only_fields = fields
 
 
 class SnapshotCreateSerializer(StrictSerializer):
-    worker = serializers.CharField(max_length=MAX_WORKER_LENGTH, required=False, default="", allow_blank=True,
-                                   help_text="Who takes the snapshot (recorded for the audit).")
+    worker = serializers.CharField(
+        max_length=MAX_WORKER_LENGTH,
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="Who takes the snapshot (recorded for the audit).",
+    )
 
     def validate_worker(self, value):
         return clean_text(value.strip(), "worker", max_length=MAX_WORKER_LENGTH)
@@ -417,9 +494,12 @@ class SnapshotSerializer(serializers.ModelSerializer):
 
 class RestoreSerializer(SnapshotCreateSerializer):
     generation = serializers.CharField(
-        max_length=200, required=False, default="", allow_blank=True,
+        max_length=200,
+        required=False,
+        default="",
+        allow_blank=True,
         help_text="Optional name of the restarted run: repeats of a restore with the same generation are no-ops "
-                  "even after new completions.",
+        "even after new completions.",
     )
 
     def validate_generation(self, value):
@@ -435,7 +515,9 @@ class RestoreResponseSerializer(serializers.Serializer):
     fenced = serializers.IntegerField(help_text="Live leases taken back (their holders get 409).")
     generation = serializers.CharField()
     created_at = serializers.DateTimeField()
-    repeated = serializers.BooleanField(help_text="True when this call was a repeat of the last restore and changed nothing.")
+    repeated = serializers.BooleanField(
+        help_text="True when this call was a repeat of the last restore and changed nothing."
+    )
     state = serializers.ChoiceField(choices=JobState.choices, help_text="The job's state after the restore.")
 
 

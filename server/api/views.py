@@ -110,8 +110,11 @@ class RetryFailedView(APIView):
 
     @extend_schema(
         request=None,
-        responses={200: inline_serializer("RetryFailed", {"retried": serializers.IntegerField(), "job": s.JobSerializer()}),
-                   404: ERROR, 409: ERROR},
+        responses={
+            200: inline_serializer("RetryFailed", {"retried": serializers.IntegerField(), "job": s.JobSerializer()}),
+            404: ERROR,
+            409: ERROR,
+        },
         summary="Put every failed item back to pending with fresh attempts (not for a cancelled or failed job)",
     )
     def post(self, request, job_id: int):
@@ -122,7 +125,9 @@ class RetryFailedView(APIView):
 class WatermarksView(APIView):
     permission_classes = [IsViewer]
 
-    @extend_schema(responses={200: s.WatermarksSerializer, 404: ERROR}, summary="Totals, per-epoch counts, rate and ETA")
+    @extend_schema(
+        responses={200: s.WatermarksSerializer, 404: ERROR}, summary="Totals, per-epoch counts, rate and ETA"
+    )
     def get(self, request, job_id: int):
         job = job_service.get_job(job_id)
         return Response(s.WatermarksSerializer(progress.of(job).as_watermarks()).data)
@@ -133,11 +138,15 @@ class TakeView(APIView):
 
     @extend_schema(
         request=s.TakeSerializer,
-        parameters=[OpenApiParameter(
-            "Idempotency-Key", str, OpenApiParameter.HEADER,
-            description="One per take, the same on its retries: a repeat is answered with the first answer "
-                        "(and waits for it if that one is still being answered). 1-64 of A-Z a-z 0-9 - _",
-        )],
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="One per take, the same on its retries: a repeat is answered with the first answer "
+                "(and waits for it if that one is still being answered). 1-64 of A-Z a-z 0-9 - _",
+            )
+        ],
         responses={200: s.TakeResponseSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
         summary="Lease the next items (and complete earlier ones in the same request)",
     )
@@ -182,7 +191,10 @@ class CompleteView(APIView):
 
     @extend_schema(
         request=s.CompleteSerializer,
-        responses={200: inline_serializer("Completed", {"id": serializers.IntegerField(), "state": serializers.CharField()}), 409: ERROR},
+        responses={
+            200: inline_serializer("Completed", {"id": serializers.IntegerField(), "state": serializers.CharField()}),
+            409: ERROR,
+        },
         summary="Complete a lease (repeating an accepted completion is fine)",
     )
     def post(self, request, lease_id: int):
@@ -220,14 +232,21 @@ class ExtendView(APIView):
 
     @extend_schema(
         request=s.TokenSerializer,
-        responses={200: inline_serializer("Extended", {"id": serializers.IntegerField(), "expires_at": serializers.DateTimeField()}), 409: ERROR},
+        responses={
+            200: inline_serializer(
+                "Extended", {"id": serializers.IntegerField(), "expires_at": serializers.DateTimeField()}
+            ),
+            409: ERROR,
+        },
         summary="Heartbeat: push a lease's expiry forward by the job's lease timeout",
     )
     def post(self, request, lease_id: int):
         data = _validated(s.TokenSerializer, request.data).validated_data
         extended, lost = lease_service.extend([(lease_id, data["token"])])
         if lost:
-            raise LeaseLost(f"lease {lease_id} is not held with token {data['token']}: it expired and was taken back, or was never yours")
+            raise LeaseLost(
+                f"lease {lease_id} is not held with token {data['token']}: it expired and was taken back, or was never yours"
+            )
         return Response({"id": lease_id, "expires_at": extended[lease_id]})
 
 
@@ -262,8 +281,12 @@ class ItemsView(generics.ListAPIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("state", str, enum=list(selectors.AUDIT_STATES),
-                             description="An item state, or completed (done or failed; the CSV lists them newest first)"),
+            OpenApiParameter(
+                "state",
+                str,
+                enum=list(selectors.AUDIT_STATES),
+                description="An item state, or completed (done or failed; the CSV lists them newest first)",
+            ),
             OpenApiParameter("epoch", int),
             OpenApiParameter("worker", str, description="A worker name or its prefix"),
             OpenApiParameter("format", str, enum=["json", "csv"]),
@@ -311,7 +334,9 @@ class WorkersView(generics.ListAPIView):
             raise serializers.ValidationError({"job": ["expected a job id"]})
         return selectors.workers(job_service.get_job(int(job_id)))
 
-    @extend_schema(parameters=[OpenApiParameter("job", int)], summary="Workers seen, with items done and mean item time")
+    @extend_schema(
+        parameters=[OpenApiParameter("job", int)], summary="Workers seen, with items done and mean item time"
+    )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 

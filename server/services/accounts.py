@@ -70,7 +70,9 @@ def create_token(user, role: str, name: str = "", expires_in_days: int | None = 
         raise InvalidInput(f"unknown role {role!r}; choose one of {', '.join(Role.values)}")
     user_role = role_of_user(user)
     if user_role is None or ROLE_RANK[Role(role)] > ROLE_RANK[Role(user_role)]:
-        raise InvalidInput(f"user {user.get_username()!r} has role {user_role or 'none'}; a token cannot have more ({role})")
+        raise InvalidInput(
+            f"user {user.get_username()!r} has role {user_role or 'none'}; a token cannot have more ({role})"
+        )
     key = KEY_PREFIX + secrets.token_urlsafe(30)
     expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
     token = ApiToken.objects.create(
@@ -92,7 +94,9 @@ def revoke_token(reference: str) -> ApiToken:
         matches = list(query.filter(pk=int(reference)))
     elif len(reference) <= STORED_PREFIX:
         if len(reference) < MIN_PREFIX:
-            raise InvalidInput(f"give at least {MIN_PREFIX} characters of the key (every key starts with {KEY_PREFIX!r})")
+            raise InvalidInput(
+                f"give at least {MIN_PREFIX} characters of the key (every key starts with {KEY_PREFIX!r})"
+            )
         matches = list(query.filter(prefix__startswith=reference)[:2])
     else:
         matches = list(query.filter(key_hash=hash_key(reference)))

@@ -105,7 +105,9 @@ def create_or_attach(spec: JobSpec, user=None) -> tuple[Job, bool]:
             max_attempts=spec.max_attempts,
             state=JobState.SLICING if spec.num_slices else JobState.READY,
             units_count=0 if spec.num_slices else len(spec.works),
-            slicing_progress={"works_total": len(spec.works), "works_inspected": 0, "records_counted": 0} if spec.num_slices else {},
+            slicing_progress={"works_total": len(spec.works), "works_inspected": 0, "records_counted": 0}
+            if spec.num_slices
+            else {},
             created_by=user if user is not None and user.is_authenticated else None,
         )
         # While slicing, the units are the works themselves; the slicing task
@@ -116,13 +118,17 @@ def create_or_attach(spec: JobSpec, user=None) -> tuple[Job, bool]:
 
             # After commit: the worker must find the job it is told about.
             transaction.on_commit(lambda: tasks.slice_job.delay(job.id))
-            message = f"{len(spec.works)} works to slice into {spec.num_slices} items per epoch, {spec.num_epochs} epochs"
+            message = (
+                f"{len(spec.works)} works to slice into {spec.num_slices} items per epoch, {spec.num_epochs} epochs"
+            )
         else:
             materialise_epoch(job.id, 0)
             message = f"{len(spec.works)} items per epoch, {spec.num_epochs} epochs"
         Event.objects.create(job=job, kind=EventKind.CREATED, message=message)
         job.refresh_from_db()
-    log.info("job created", extra={"event": "job_created", "job": job.id, "job_name": job.name, "count": job.units_count})
+    log.info(
+        "job created", extra={"event": "job_created", "job": job.id, "job_name": job.name, "count": job.units_count}
+    )
     return job, True
 
 
@@ -137,8 +143,10 @@ def _insert_units(job: Job, items: list[str]) -> None:
         with cursor.cursor.copy("COPY shardline_unit (job_id, idx, item) FROM STDIN") as copy:
             prefix = f"{job.id}\t"
             for start in range(0, len(items), COPY_BATCH):
-                block = items[start:start + COPY_BATCH]
-                copy.write("".join(f"{prefix}{start + offset}\t{_copy_text(item)}\n" for offset, item in enumerate(block)))
+                block = items[start : start + COPY_BATCH]
+                copy.write(
+                    "".join(f"{prefix}{start + offset}\t{_copy_text(item)}\n" for offset, item in enumerate(block))
+                )
 
 
 def _copy_text(value: str) -> str:
@@ -167,14 +175,25 @@ def get_job(job_id: int) -> Job:
 @transaction.atomic  # the state and its event together: a worker told "cancelled" also learns by whom
 def _transition(job_id: int, action: str, target: str, user=None, **changes) -> Job:
     job = get_job(job_id)
-    updated = Job.objects.filter(pk=job_id, state__in=ACTIONS[action]).update(state=target, updated_at=timezone.now(), **changes)
+    updated = Job.objects.filter(pk=job_id, state__in=ACTIONS[action]).update(
+        state=target, updated_at=timezone.now(), **changes
+    )
     if not updated:
         current = Job.objects.values_list("state", flat=True).get(pk=job_id)
         raise InvalidTransition(f"cannot {action} job {job.name!r}: it is {current}")
-    Event.objects.create(job=job, kind=EventKind.STATE, message=f"{job.state} -> {target} ({action})", worker=actor_name(user))
+    Event.objects.create(
+        job=job, kind=EventKind.STATE, message=f"{job.state} -> {target} ({action})", worker=actor_name(user)
+    )
     log.info(
         "job state changed",
-        extra={"event": "job_state", "job": job.id, "job_name": job.name, "previous": job.state, "state": target, "user": actor_name(user)},
+        extra={
+            "event": "job_state",
+            "job": job.id,
+            "job_name": job.name,
+            "previous": job.state,
+            "state": target,
+            "user": actor_name(user),
+        },
     )
     job.refresh_from_db()
     return job

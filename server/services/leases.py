@@ -18,14 +18,14 @@ from . import jobs
 log = logging.getLogger("shardline.leases")
 
 # How long a caller that got nothing should wait before asking again.
-RETRY_PENDING_LOCKED = 0.05   # pending rows exist but concurrent takers hold them
-RETRY_MATERIALISING = 0.25    # another taker is creating the next epoch
+RETRY_PENDING_LOCKED = 0.05  # pending rows exist but concurrent takers hold them
+RETRY_MATERIALISING = 0.25  # another taker is creating the next epoch
 RETRY_PAUSED = 5.0
-RETRY_DEFERRED = 0.5          # a slow worker near the end waits while faster ones finish
+RETRY_DEFERRED = 0.5  # a slow worker near the end waits while faster ones finish
 # Straggler-aware leasing looks at worker paces only when fewer items than
 # this remain (see take.sql, `tail`); elsewhere it costs one counter sum.
 TAIL_WINDOW = 10_000
-RETRY_MAX = 1.0    # waiting workers at the end of a job should see a failed or expired item soon
+RETRY_MAX = 1.0  # waiting workers at the end of a job should see a failed or expired item soon
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,9 @@ def _not_active(job_id: int, state: str, result: TakeResult) -> TakeResult:
     return result
 
 
-def _take_once(job_id: int, worker: str, consumer: str, count: int, completions=()) -> tuple[dict, list[Lease], int, list[int]]:
+def _take_once(
+    job_id: int, worker: str, consumer: str, count: int, completions=()
+) -> tuple[dict, list[Lease], int, list[int]]:
     """Runs take.sql: returns (job state and epochs, leases, leases reclaimed, completions accepted)."""
     rows = sql.run(
         "take",
@@ -181,7 +183,9 @@ def _lost(completions, completed: list[int]) -> list[int]:
     completed += [c.id for c in missing if c.id in repeated]
     lost = [c.id for c in missing if c.id not in repeated]
     for lease_id in lost:
-        log.warning("completion refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "complete"})
+        log.warning(
+            "completion refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "complete"}
+        )
     return lost
 
 
@@ -189,7 +193,11 @@ def _complete(completions) -> tuple[list[int], list[int], set[int]]:
     """(completed ids, lost ids, jobs whose items were completed)."""
     rows = sql.run(
         "complete",
-        {"ids": [c.id for c in completions], "tokens": [c.token for c in completions], "records": [c.records for c in completions]},
+        {
+            "ids": [c.id for c in completions],
+            "tokens": [c.token for c in completions],
+            "records": [c.records for c in completions],
+        },
     )
     completed = [row[0] for row in rows]
     lost = _lost(completions, completed)
@@ -203,7 +211,9 @@ def complete(lease_id: int, token: int, records: int | None = None) -> None:
         for job_id in job_ids:
             jobs.finish_if_done(job_id)
     if lost:
-        raise LeaseLost(f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours")
+        raise LeaseLost(
+            f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
+        )
 
 
 def fail(lease_id: int, token: int, error: str) -> dict:
@@ -213,11 +223,16 @@ def fail(lease_id: int, token: int, error: str) -> dict:
         row = rows[0] if rows else None
     if row is None:
         log.warning("failure refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "fail"})
-        raise LeaseLost(f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours")
+        raise LeaseLost(
+            f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
+        )
     _id, job_id, state, attempts, max_attempts = row
     if state == "failed":
         jobs.finish_if_done(job_id)
-    log.info("item failed", extra={"event": "item_failed", "job": job_id, "item": lease_id, "state": state, "count": attempts})
+    log.info(
+        "item failed",
+        extra={"event": "item_failed", "job": job_id, "item": lease_id, "state": state, "count": attempts},
+    )
     return {"id": lease_id, "state": state, "attempts": attempts, "max_attempts": max_attempts}
 
 
@@ -233,5 +248,7 @@ def extend(pairs: list[tuple[int, int]], waiting: bool | None = None) -> tuple[d
         )
     lost = [lease_id for lease_id, _token in pairs if lease_id not in extended]
     for lease_id in lost:
-        log.warning("heartbeat refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "extend"})
+        log.warning(
+            "heartbeat refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "extend"}
+        )
     return extended, lost

@@ -30,7 +30,12 @@ def retry_failed(job_id: int, user=None) -> int:
             cursor.execute(sql.statement("retry_failed"), {"job": job.id})
             count = cursor.fetchone()[0]
         if count:
-            Event.objects.create(job=job, kind=EventKind.STATE, worker=actor_name(user), message=f"{count} failed items put back to pending")
+            Event.objects.create(
+                job=job,
+                kind=EventKind.STATE,
+                worker=actor_name(user),
+                message=f"{count} failed items put back to pending",
+            )
     if count:
         log.info("failed items retried", extra={"event": "items_retried", "job": job.id, "count": count})
     return count

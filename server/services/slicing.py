@@ -127,7 +127,11 @@ def plan(works: list[sources.Work], num_slices: int) -> list[tuple[str, int | No
     """(item, byte offset) per unit, in the works' order."""
     sliceable = [w for w in works if w.format is not None and w.records > 0]
     others = len([w for w in works if w.format is None])
-    counts = dict(zip(map(id, sliceable), allocate([w.records for w in sliceable], num_slices - others))) if sliceable else {}
+    counts = (
+        dict(zip(map(id, sliceable), allocate([w.records for w in sliceable], num_slices - others)))
+        if sliceable
+        else {}
+    )
     units: list[tuple[str, int | None]] = []
     for work in works:
         if work.format is None:
@@ -138,7 +142,9 @@ def plan(works: list[sources.Work], num_slices: int) -> list[tuple[str, int | No
         spans = bounds(work.records, counts[id(work)])
         offsets = sources.offsets_of(work, [start for start, _end in spans])
         forced = work.format if work.forced else None
-        units += [(formats.slice_item(work.path, start, end, forced), offset) for (start, end), offset in zip(spans, offsets)]
+        units += [
+            (formats.slice_item(work.path, start, end, forced), offset) for (start, end), offset in zip(spans, offsets)
+        ]
     return units
 
 
@@ -157,7 +163,7 @@ def _install(job: Job, units: list[tuple[str, int | None]]) -> str:
             return f"job {job.pk} was sliced (or cancelled) meanwhile"
         Unit.objects.filter(job_id=job.pk).delete()
         with connection.cursor() as cursor:
-            with cursor.cursor.copy("COPY shardline_unit (job_id, idx, item, \"offset\") FROM STDIN") as copy:
+            with cursor.cursor.copy('COPY shardline_unit (job_id, idx, item, "offset") FROM STDIN') as copy:
                 for idx, (item, offset) in enumerate(units):
                     copy.write_row((job.pk, idx, item, offset))
         job.units_count = len(units)
@@ -178,4 +184,6 @@ def _fail(job: Job, message: str) -> None:
     )
     if updated:
         Event.objects.create(job=job, kind=EventKind.STATE, message=f"slicing failed: {message}")
-        log.warning("slicing failed", extra={"event": "job_failed", "job": job.pk, "job_name": job.name, "reason": message})
+        log.warning(
+            "slicing failed", extra={"event": "job_failed", "job": job.pk, "job_name": job.name, "reason": message}
+        )

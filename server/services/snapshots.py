@@ -43,6 +43,7 @@ from . import jobs
 
 log = logging.getLogger("shardline.snapshots")
 
+
 @dataclass(frozen=True)
 class RestoreResult:
     id: int

@@ -11,7 +11,9 @@ pytestmark = pytest.mark.django_db
 
 def post_take(client, job_id, key, worker="w1"):
     return client.post(
-        f"/api/v1/jobs/{job_id}/leases/", {"worker": worker, "count": 2, "complete": []}, format="json",
+        f"/api/v1/jobs/{job_id}/leases/",
+        {"worker": worker, "count": 2, "complete": []},
+        format="json",
         headers={"Idempotency-Key": key} if key is not None else {},
     )
 
@@ -57,8 +59,12 @@ def test_old_keys_of_a_worker_are_dropped_by_its_next_take(worker_client, job_na
     from datetime import timedelta
 
     job = create_job(worker_client, job_name, ["/a", "/b", "/c"])
-    TakeRequest.objects.create(job_id=job["id"], key="k-old", worker="w1", answer={}, created_at=_now() - timedelta(hours=1))
-    TakeRequest.objects.create(job_id=job["id"], key="k-other", worker="w2", answer={}, created_at=_now() - timedelta(hours=1))
+    TakeRequest.objects.create(
+        job_id=job["id"], key="k-old", worker="w1", answer={}, created_at=_now() - timedelta(hours=1)
+    )
+    TakeRequest.objects.create(
+        job_id=job["id"], key="k-other", worker="w2", answer={}, created_at=_now() - timedelta(hours=1)
+    )
     post_take(worker_client, job["id"], "k-new")
     assert set(TakeRequest.objects.filter(job_id=job["id"]).values_list("key", flat=True)) == {"k-other", "k-new"}
 

@@ -20,9 +20,9 @@ def job_near_its_end(worker_client, job_name):
     job = create_job(worker_client, job_name, [f"/d/{i}" for i in range(6)], shuffle=False)
     for name in ("fast-1", "fast-2", "slow"):
         take(worker_client, job["id"], name, count=1)  # registers the worker, holds one item each
-    pace(job["id"], "fast-1", 50, 50.0)     # 1 s per item
+    pace(job["id"], "fast-1", 50, 50.0)  # 1 s per item
     pace(job["id"], "fast-2", 50, 50.0)
-    pace(job["id"], "slow", 10, 40.0)       # 4 s per item
+    pace(job["id"], "slow", 10, 40.0)  # 4 s per item
     return job
 
 

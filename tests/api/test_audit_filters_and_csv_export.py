@@ -15,7 +15,13 @@ def audited_job(worker_client, job_name):
     for worker, count in (("alpha", 3), ("beta", 3)):
         leases = take(worker_client, job["id"], worker, count)["leases"]
         done = leases if worker == "alpha" else leases[:2]
-        take(worker_client, job["id"], worker, count=1, complete=[{"id": l["id"], "token": l["token"], "records": 5} for l in done])
+        take(
+            worker_client,
+            job["id"],
+            worker,
+            count=1,
+            complete=[{"id": l["id"], "token": l["token"], "records": 5} for l in done],
+        )
     return job
 
 
@@ -57,7 +63,20 @@ def test_csv_export_streams_the_same_selection(viewer_client, audited_job):
     assert len(table) == 5
     assert {r["state"] for r in table} == {"done"}
     assert sorted(r["worker"] for r in table) == ["alpha", "alpha", "alpha", "beta", "beta"]
-    assert list(table[0]) == ["id", "item", "epoch", "position", "state", "attempts", "worker", "leased_at", "completed_at", "duration", "records", "error"]
+    assert list(table[0]) == [
+        "id",
+        "item",
+        "epoch",
+        "position",
+        "state",
+        "attempts",
+        "worker",
+        "leased_at",
+        "completed_at",
+        "duration",
+        "records",
+        "error",
+    ]
 
 
 def test_audit_pages_with_a_cursor(viewer_client, audited_job):

@@ -16,8 +16,14 @@ def staff_client(client):
 def test_admin_lists_jobs_items_workers_and_events(staff_client, worker_client, job_name):
     job = create_job(worker_client, job_name, ["/a", "/b"])
     take(worker_client, job["id"], "admin-visible-worker")
-    for path in ("/admin/shardline/job/", "/admin/shardline/item/", "/admin/shardline/worker/",
-                 "/admin/shardline/event/", "/admin/shardline/apitoken/", f"/admin/shardline/job/{job['id']}/change/"):
+    for path in (
+        "/admin/shardline/job/",
+        "/admin/shardline/item/",
+        "/admin/shardline/worker/",
+        "/admin/shardline/event/",
+        "/admin/shardline/apitoken/",
+        f"/admin/shardline/job/{job['id']}/change/",
+    ):
         response = staff_client.get(path)
         assert response.status_code == 200, path
     assert job_name in staff_client.get("/admin/shardline/job/").content.decode()

@@ -22,8 +22,15 @@ def test_a_failed_item_goes_back_to_pending_then_fails_after_max_attempts(worker
     assert states == [("pending", 1), ("pending", 2), ("failed", 3)]
     item = Item.objects.get(job_id=job["id"], position=0)
     assert item.state == "failed" and item.error == "attempt 2"
-    assert list(Event.objects.filter(job_id=job["id"]).exclude(kind__in=["created", "state"]).order_by("id").values_list("kind", flat=True)) == [
-        "retried", "retried", "failed",
+    assert list(
+        Event.objects.filter(job_id=job["id"])
+        .exclude(kind__in=["created", "state"])
+        .order_by("id")
+        .values_list("kind", flat=True)
+    ) == [
+        "retried",
+        "retried",
+        "failed",
     ]
 
 
@@ -45,7 +52,9 @@ def test_an_expired_lease_counts_as_an_attempt(worker_client, job_name):
     job = create_job(worker_client, job_name, ["/slow"], max_attempts=1)
     take(worker_client, job["id"], "w-dead")
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE shardline_item SET expires_at = now() - interval '1 second' WHERE job_id = %s", [job["id"]])
+        cursor.execute(
+            "UPDATE shardline_item SET expires_at = now() - interval '1 second' WHERE job_id = %s", [job["id"]]
+        )
     result = take(worker_client, job["id"], "w-other")
     assert result["leases"] == []
     assert result["exhausted"] is True

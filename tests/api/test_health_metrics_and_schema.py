@@ -27,7 +27,9 @@ def test_metrics_expose_job_gauges_and_lease_counters(client, worker_client, job
     # Postgres's own count of dead item rows (the same statistics snapshot
     # within this test's transaction).
     with connection.cursor() as cursor:
-        cursor.execute("SELECT coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'shardline_item'), 0)")
+        cursor.execute(
+            "SELECT coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'shardline_item'), 0)"
+        )
         dead = cursor.fetchone()[0]
     assert f"shardline_item_dead_rows {float(dead)}" in body
 

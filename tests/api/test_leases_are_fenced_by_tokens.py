@@ -54,7 +54,9 @@ def test_expired_lease_goes_to_the_next_taker_with_a_new_token(worker_client, jo
 def job_events(job_id):
     from server.models import Event
 
-    return list(Event.objects.filter(job_id=job_id, kind__in=["expired", "failed", "retried"]).values_list("kind", flat=True))
+    return list(
+        Event.objects.filter(job_id=job_id, kind__in=["expired", "failed", "retried"]).values_list("kind", flat=True)
+    )
 
 
 def test_stale_token_cannot_fail_or_extend(worker_client, job_name):
@@ -62,7 +64,9 @@ def test_stale_token_cannot_fail_or_extend(worker_client, job_name):
     old = take(worker_client, job["id"], "slow")["leases"][0]
     expire_leases(job["id"])
     take(worker_client, job["id"], "fast")
-    fail = worker_client.post(f"/api/v1/leases/{old['id']}/fail/", {"token": old["token"], "error": "boom"}, format="json")
+    fail = worker_client.post(
+        f"/api/v1/leases/{old['id']}/fail/", {"token": old["token"], "error": "boom"}, format="json"
+    )
     extend = worker_client.post(f"/api/v1/leases/{old['id']}/extend/", {"token": old["token"]}, format="json")
     assert fail.status_code == 409 and extend.status_code == 409
     item = Item.objects.get(job_id=job["id"])

@@ -6,8 +6,14 @@ pytestmark = pytest.mark.django_db
 
 WORKS = [f"/data/part-{i:04d}" for i in range(200)]
 PINNED_SEED_1234 = [
-    "/data/part-0024", "/data/part-0097", "/data/part-0147", "/data/part-0017",
-    "/data/part-0048", "/data/part-0190", "/data/part-0123", "/data/part-0172",
+    "/data/part-0024",
+    "/data/part-0097",
+    "/data/part-0147",
+    "/data/part-0017",
+    "/data/part-0048",
+    "/data/part-0190",
+    "/data/part-0123",
+    "/data/part-0172",
 ]
 
 
@@ -20,7 +26,7 @@ def test_the_same_seed_gives_the_same_order_on_every_run(worker_client, job_name
 def test_each_epoch_has_its_own_permutation(worker_client, job_name):
     job = create_job(worker_client, job_name, WORKS, seed=99, num_epochs=3)
     order = drain(worker_client, job["id"], count=50)
-    epochs = [order[i * len(WORKS):(i + 1) * len(WORKS)] for i in range(3)]
+    epochs = [order[i * len(WORKS) : (i + 1) * len(WORKS)] for i in range(3)]
     for epoch in epochs:
         assert sorted(epoch) == sorted(WORKS)
         assert epoch != WORKS

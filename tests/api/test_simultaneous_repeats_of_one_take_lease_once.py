@@ -15,7 +15,8 @@ def test_eight_simultaneous_repeats_get_one_answer_and_one_set_of_leases(live_ap
     def send(index):
         start.wait()
         answers[index] = clients[index].post(
-            f"/api/v1/jobs/{job['id']}/leases/", {"worker": "w1", "count": 3, "complete": []},
+            f"/api/v1/jobs/{job['id']}/leases/",
+            {"worker": "w1", "count": 3, "complete": []},
             headers={"Idempotency-Key": key},
         )
 

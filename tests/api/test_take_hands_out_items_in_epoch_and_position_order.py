@@ -16,7 +16,10 @@ def test_each_lease_carries_epoch_position_and_a_token(worker_client, job_name):
     job = create_job(worker_client, job_name, ["/a", "/b"], shuffle=False, num_epochs=2)
     leases = take(worker_client, job["id"], count=4)["leases"]
     assert [(lease["epoch"], lease["position"], lease["item"]) for lease in leases] == [
-        (0, 0, "/a"), (0, 1, "/b"), (1, 0, "/a"), (1, 1, "/b"),
+        (0, 0, "/a"),
+        (0, 1, "/b"),
+        (1, 0, "/a"),
+        (1, 1, "/b"),
     ]
     assert len({lease["token"] for lease in leases}) == 4
 

@@ -34,9 +34,16 @@ def test_take_with_completions_reports_lost_ones(worker_client, job_name):
 def test_take_validates_its_input(worker_client, job_name, settings):
     job = create_job(worker_client, job_name, ["/a"])
     settings.SHARDLINE_MAX_TAKE = 10
-    for body in ({}, {"worker": ""}, {"worker": "w", "count": 0}, {"worker": "w", "count": 11},
-                 {"worker": "w", "complete": [{"id": 1}]}, {"worker": "w", "complete": [{"id": 1, "token": 2**70}]},
-                 {"worker": "w\x00"}, {"worker": "w", "extra": 1}):
+    for body in (
+        {},
+        {"worker": ""},
+        {"worker": "w", "count": 0},
+        {"worker": "w", "count": 11},
+        {"worker": "w", "complete": [{"id": 1}]},
+        {"worker": "w", "complete": [{"id": 1, "token": 2**70}]},
+        {"worker": "w\x00"},
+        {"worker": "w", "extra": 1},
+    ):
         response = worker_client.post(f"/api/v1/jobs/{job['id']}/leases/", body, format="json")
         assert response.status_code == 400, body
     assert worker_client.get(f"/api/v1/jobs/{job['id']}/watermarks/").json()["leased"] == 0
@@ -45,7 +52,10 @@ def test_take_validates_its_input(worker_client, job_name, settings):
 def test_completing_the_last_item_on_its_own_finishes_the_job(worker_client, job_name):
     job = create_job(worker_client, job_name, ["/a", "/b"])
     a, b = take(worker_client, job["id"], count=2)["leases"]
-    assert worker_client.post(f"/api/v1/leases/{a['id']}/complete/", {"token": a["token"]}, format="json").status_code == 200
+    assert (
+        worker_client.post(f"/api/v1/leases/{a['id']}/complete/", {"token": a["token"]}, format="json").status_code
+        == 200
+    )
     assert worker_client.get(f"/api/v1/jobs/{job['id']}/").json()["state"] == "running"
     fail = worker_client.post(f"/api/v1/leases/{b['id']}/fail/", {"token": b["token"], "error": "x"}, format="json")
     assert fail.status_code == 200

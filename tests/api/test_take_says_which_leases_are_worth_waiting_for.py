@@ -69,8 +69,10 @@ def test_an_expired_lease_comes_back_whoever_held_it(worker_client, job_name):
     take_as(worker_client, job["id"], "q")
     take_as(worker_client, job["id"], "p")  # p waits: its /a is not worth waiting for
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE shardline_item SET expires_at = now() - interval '1 second' WHERE job_id = %s AND worker = 'p'",
-                       [job["id"]])
+        cursor.execute(
+            "UPDATE shardline_item SET expires_at = now() - interval '1 second' WHERE job_id = %s AND worker = 'p'",
+            [job["id"]],
+        )
     # p died waiting: its lease is taken back and handed over by the same take.
     leases = take_as(worker_client, job["id"], "q")["leases"]
     assert [lease["item"] for lease in leases] == ["/a"]
@@ -83,7 +85,10 @@ def test_a_heartbeat_says_whether_the_holder_waits(worker_client, job_name):
     assert take_as(worker_client, job["id"], "idle")["waiting_on"] == 1
     # The holder's process waits at the end of another queue: its lease here
     # may never be finished while that lasts.
-    assert worker_client.post("/api/v1/leases/extend/", {"leases": [ref], "waiting": True}, format="json").status_code == 200
+    assert (
+        worker_client.post("/api/v1/leases/extend/", {"leases": [ref], "waiting": True}, format="json").status_code
+        == 200
+    )
     assert take_as(worker_client, job["id"], "idle")["waiting_on"] == 0
     worker_client.post("/api/v1/leases/extend/", {"leases": [ref]}, format="json")  # no mark: unchanged
     assert take_as(worker_client, job["id"], "idle")["waiting_on"] == 0
@@ -95,12 +100,18 @@ def test_a_heartbeat_keeps_the_holder_seen(worker_client, job_name):
     job = create_job(worker_client, job_name, ["/a"])
     lease = take_as(worker_client, job["id"], "holder")["leases"][0]
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE shardline_worker SET last_seen = now() - interval '1 hour' WHERE job_id = %s", [job["id"]])
-    worker_client.post("/api/v1/leases/extend/", {"leases": [{"id": lease["id"], "token": lease["token"]}]}, format="json")
+        cursor.execute(
+            "UPDATE shardline_worker SET last_seen = now() - interval '1 hour' WHERE job_id = %s", [job["id"]]
+        )
+    worker_client.post(
+        "/api/v1/leases/extend/", {"leases": [{"id": lease["id"], "token": lease["token"]}]}, format="json"
+    )
     worker = worker_client.get(f"/api/v1/workers/?job={job['id']}").json()["results"][0]
     assert worker["name"] == "holder"
     with connection.cursor() as cursor:
-        cursor.execute("SELECT now() - last_seen < interval '1 minute' FROM shardline_worker WHERE job_id = %s", [job["id"]])
+        cursor.execute(
+            "SELECT now() - last_seen < interval '1 minute' FROM shardline_worker WHERE job_id = %s", [job["id"]]
+        )
         assert cursor.fetchone()[0] is True
 
 

@@ -40,8 +40,12 @@ def serializer_answer(data):
     if not serializer.is_valid():
         return None
     value = serializer.validated_data
-    return {"worker": value["worker"], "consumer": value.get("consumer", value["worker"]), "count": value["count"],
-            "complete": [{"id": c["id"], "token": c["token"], "records": c["records"]} for c in value["complete"]]}
+    return {
+        "worker": value["worker"],
+        "consumer": value.get("consumer", value["worker"]),
+        "count": value["count"],
+        "complete": [{"id": c["id"], "token": c["token"], "records": c["records"]} for c in value["complete"]],
+    }
 
 
 def parse_answer(data):
@@ -52,8 +56,12 @@ def parse_answer(data):
 
 
 # DRF would coerce these (5 -> "5", "3" -> 3); the hot path takes JSON types as they are.
-COERCED = [{"worker": 5}, {"worker": "w", "count": "3"}, {"worker": "w", "complete": [{"id": "1", "token": 2}]},
-           {"worker": "w", "consumer": 5}]
+COERCED = [
+    {"worker": 5},
+    {"worker": "w", "count": "3"},
+    {"worker": "w", "complete": [{"id": "1", "token": 2}]},
+    {"worker": "w", "consumer": 5},
+]
 
 
 @pytest.mark.parametrize("data", COERCED, ids=[repr(c)[:40] for c in COERCED])

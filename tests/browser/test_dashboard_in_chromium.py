@@ -171,8 +171,10 @@ def test_create_a_job_watch_it_progress_and_audit_it(page_for, live_server_url, 
     content = Path(download_info.value.path()).read_text().splitlines()
     assert content[0].startswith("id,item,epoch")
     # The download is the selection on screen: the same items, in the same order.
-    on_screen = [re.search(r"/items/(\d+)/", href).group(1)
-                 for href in page.locator("table.audit td.item a").evaluate_all("links => links.map(a => a.href)")]
+    on_screen = [
+        re.search(r"/items/(\d+)/", href).group(1)
+        for href in page.locator("table.audit td.item a").evaluate_all("links => links.map(a => a.href)")
+    ]
     assert on_screen and [line.split(",")[0] for line in content[1:]] == on_screen
     assert all(",slow-worker," in line for line in content[1:])
 
@@ -188,11 +190,17 @@ def test_every_page_fits_a_narrow_screen(page_for, chromium, live_server_url, li
     """390 px (a phone): no page scrolls sideways; wide tables scroll inside their own box."""
     worker = live_api("worker")
     name = f"narrow-{uuid.uuid4().hex[:6]}.run-with-a-long-name-{uuid.uuid4().hex}"
-    works = [f"/data/a-rather-long-directory-name/day=2026-11-23/part-{i:05d}-of-00012.snappy.parquet" for i in range(12)]
+    works = [
+        f"/data/a-rather-long-directory-name/day=2026-11-23/part-{i:05d}-of-00012.snappy.parquet" for i in range(12)
+    ]
     job = worker.post("/api/v1/jobs/", json={"name": name, "works": works}).json()
-    taken = worker.post(f"/api/v1/jobs/{job['id']}/leases/", json={"worker": "host-with-a-long-name:12345:worker0", "count": 3}).json()
+    taken = worker.post(
+        f"/api/v1/jobs/{job['id']}/leases/", json={"worker": "host-with-a-long-name:12345:worker0", "count": 3}
+    ).json()
     held = [{"id": lease["id"], "token": lease["token"]} for lease in taken["leases"][:2]]
-    worker.post(f"/api/v1/jobs/{job['id']}/leases/", json={"worker": "host-with-a-long-name:12345:worker0", "complete": held})
+    worker.post(
+        f"/api/v1/jobs/{job['id']}/leases/", json={"worker": "host-with-a-long-name:12345:worker0", "complete": held}
+    )
     item = taken["leases"][0]["id"]
     page = page_for("admin")
     page.set_viewport_size({"width": 390, "height": 844})

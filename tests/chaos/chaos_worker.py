@@ -22,8 +22,15 @@ def main():
     parser.add_argument("--lease-timeout", type=float, default=None)
     parser.add_argument("--max-attempts", type=int, default=100)
     args = parser.parse_args()
-    queue = WorkQueue([f"/items/{i:04d}" for i in range(args.items)], num_epochs=args.epochs, shuffle=False,
-                      name=args.name, worker=args.worker, lease_timeout=args.lease_timeout, max_attempts=args.max_attempts)
+    queue = WorkQueue(
+        [f"/items/{i:04d}" for i in range(args.items)],
+        num_epochs=args.epochs,
+        shuffle=False,
+        name=args.name,
+        worker=args.worker,
+        lease_timeout=args.lease_timeout,
+        max_attempts=args.max_attempts,
+    )
     for item in queue.items():
         print(f"{time.time():.3f} start {item}", flush=True)
         time.sleep(args.cost)

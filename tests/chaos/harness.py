@@ -22,14 +22,34 @@ class Worker:
         self.finished = False
         self.killed_at: float | None = None
         self.process = subprocess.Popen(
-            [sys.executable, "tests/chaos/chaos_worker.py", "--items", str(items), "--epochs", str(epochs),
-             "--cost", str(cost), "--name", queue, "--worker", name, "--lease-timeout", str(lease_timeout)],
-            env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            [
+                sys.executable,
+                "tests/chaos/chaos_worker.py",
+                "--items",
+                str(items),
+                "--epochs",
+                str(epochs),
+                "--cost",
+                str(cost),
+                "--name",
+                queue,
+                "--worker",
+                name,
+                "--lease-timeout",
+                str(lease_timeout),
+            ],
+            env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         self.stderr: list[str] = []
-        self._threads = [threading.Thread(target=self._read, daemon=True),
-                         threading.Thread(target=self._read_err, daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._read, daemon=True),
+            threading.Thread(target=self._read_err, daemon=True),
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -128,8 +148,12 @@ def audit(job_id: int, items: int, epochs: int) -> dict:
         assert completed_at >= leased_at, item_id
         if last_expired is not None:
             assert leased_at >= last_expired, (item_id, worker, leased_at, last_expired)
-    return {"rows": len(rows), "expired": expired, "lost_completions_refused": lost,
-            "releases": sum(r[5] for r in rows)}
+    return {
+        "rows": len(rows),
+        "expired": expired,
+        "lost_completions_refused": lost,
+        "releases": sum(r[5] for r in rows),
+    }
 
 
 def run_workers_until_done(workers: list[Worker], job_id: int, total: int, during, timeout: float = 120) -> None:
@@ -149,7 +173,9 @@ def run_workers_until_done(workers: list[Worker], job_id: int, total: int, durin
             assert any(w.alive() for w in workers), (
                 f"every worker ended with {total - done} items not done\n" + diagnose(workers, job_id)
             )
-            assert time.monotonic() < deadline, f"only {done} of {total} items done after {timeout} s\n" + diagnose(workers, job_id)
+            assert time.monotonic() < deadline, f"only {done} of {total} items done after {timeout} s\n" + diagnose(
+                workers, job_id
+            )
             during(done)
             time.sleep(0.05)
         for worker in workers:
@@ -171,11 +197,16 @@ def diagnose(workers: list[Worker], job_id: int) -> str:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT id, state, worker, attempts, expires_at, now() FROM shardline_item"
-                       " WHERE job_id = %s AND state <> 'done'", [job_id])
+        cursor.execute(
+            "SELECT id, state, worker, attempts, expires_at, now() FROM shardline_item"
+            " WHERE job_id = %s AND state <> 'done'",
+            [job_id],
+        )
         rows = cursor.fetchall()
     lines = [f"not done: {rows}"]
     for w in workers:
-        lines.append(f"{w.name}: alive={w.alive()} rc={w.process.returncode} finished={w.finished} "
-                     f"last={w.starts[-1:]} stderr={''.join(w.stderr[-5:])}")
+        lines.append(
+            f"{w.name}: alive={w.alive()} rc={w.process.returncode} finished={w.finished} "
+            f"last={w.starts[-1:]} stderr={''.join(w.stderr[-5:])}"
+        )
     return "\n".join(lines)

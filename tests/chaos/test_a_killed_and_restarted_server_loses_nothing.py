@@ -44,5 +44,7 @@ def test_a_killed_and_restarted_server_loses_nothing(own_server, sdk_env):
     assert len(servers) == 3, "the run ended before both crashes"
     assert any("retrying" in "".join(w.stderr) for w in workers), "no worker met the dead server"
     figures = audit(job_id, ITEMS, EPOCHS)
-    print(f"\nchaos server: 2 SIGKILLs of the web server, 2 restarts, {figures['rows']} items done once, 0 lost, "
-          f"{figures['releases']} leases taken back after the crashes")
+    print(
+        f"\nchaos server: 2 SIGKILLs of the web server, 2 restarts, {figures['rows']} items done once, 0 lost, "
+        f"{figures['releases']} leases taken back after the crashes"
+    )

@@ -77,9 +77,11 @@ def test_killing_a_worker_every_second_loses_and_repeats_nothing(sdk_env):
     within = sum(1 for latency in latencies if latency <= LEASE + 2.0)
     assert within >= 0.8 * len(latencies), latencies
     assert latencies[-1] <= LEASE + 4.0, latencies[-5:]
-    print(f"\nchaos workers: {len(killed)} SIGKILLs survived, {len(latencies)} leases taken back, "
-          f"re-lease after kill max {max(latencies):.2f} s (mean {sum(latencies) / len(latencies):.2f} s), "
-          f"{figures['rows']} items done once, 0 lost, {figures['lost_completions_refused']} stale completions refused")
+    print(
+        f"\nchaos workers: {len(killed)} SIGKILLs survived, {len(latencies)} leases taken back, "
+        f"re-lease after kill max {max(latencies):.2f} s (mean {sum(latencies) / len(latencies):.2f} s), "
+        f"{figures['rows']} items done once, 0 lost, {figures['lost_completions_refused']} stale completions refused"
+    )
 
 
 def _job(queue, env):

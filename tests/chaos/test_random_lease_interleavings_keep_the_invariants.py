@@ -17,7 +17,14 @@ import pytest
 from django.db import connection
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from server import progress
 from server.errors import InvalidTransition, LeaseLost
@@ -52,11 +59,17 @@ def repeat(row, token):
 class LeaseMachine(RuleBasedStateMachine):
     @initialize()
     def create(self):
-        spec = jobs.JobSpec(name=f"prop-{uuid.uuid4().hex[:10]}", works=[f"/p/{i}" for i in range(ITEMS)],
-                            num_epochs=EPOCHS, shuffle=False, lease_timeout=60.0, max_attempts=3)
+        spec = jobs.JobSpec(
+            name=f"prop-{uuid.uuid4().hex[:10]}",
+            works=[f"/p/{i}" for i in range(ITEMS)],
+            num_epochs=EPOCHS,
+            shuffle=False,
+            lease_timeout=60.0,
+            max_attempts=3,
+        )
         self.job_id = jobs.create_or_attach(spec)[0].pk
-        self.issued = {}       # token -> item id: every lease ever handed out
-        self.newest = {}       # item id -> newest token handed out
+        self.issued = {}  # token -> item id: every lease ever handed out
+        self.newest = {}  # item id -> newest token handed out
         self.snapshots = []
 
     # -- what a client can send: any token ever issued, current or stale ----------
@@ -126,7 +139,9 @@ class LeaseMachine(RuleBasedStateMachine):
         if leased:
             item = data.draw(st.sampled_from(leased))
             with connection.cursor() as cursor:
-                cursor.execute("UPDATE shardline_item SET expires_at = now() - interval '1 second' WHERE id = %s", [item])
+                cursor.execute(
+                    "UPDATE shardline_item SET expires_at = now() - interval '1 second' WHERE id = %s", [item]
+                )
 
     @rule(worker=st.sampled_from(["w0", "w1"]))
     def snapshot(self, worker):
@@ -173,6 +188,7 @@ class LeaseMachine(RuleBasedStateMachine):
 def test_random_lease_interleavings_keep_the_invariants():
     run_state_machine_as_test(
         LeaseMachine,
-        settings=settings(max_examples=40, stateful_step_count=30, deadline=None,
-                          suppress_health_check=list(HealthCheck)),
+        settings=settings(
+            max_examples=40, stateful_step_count=30, deadline=None, suppress_health_check=list(HealthCheck)
+        ),
     )

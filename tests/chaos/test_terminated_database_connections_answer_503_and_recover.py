@@ -93,5 +93,7 @@ def test_workers_ride_out_repeated_connection_terminations(test_database_url, ap
     assert len(terminated) == 5 and sum(terminated) > 0, terminated
     assert set(answers) <= {200, 503}, answers
     figures = audit(job_id, ITEMS, EPOCHS)
-    print(f"\nchaos database: 5 rounds, {sum(terminated)} server connections terminated, /healthz answers {answers}, "
-          f"{figures['rows']} items done once, 0 lost")
+    print(
+        f"\nchaos database: 5 rounds, {sum(terminated)} server connections terminated, /healthz answers {answers}, "
+        f"{figures['rows']} items done once, 0 lost"
+    )

@@ -9,7 +9,14 @@ def test_a_valid_form_creates_the_job_and_shows_its_page(browser_for, job_name):
     worker = browser_for("worker")
     response = worker.post(
         "/jobs/new/",
-        {"name": job_name, "works": "/data/a.csv\n\n  /data/b.csv \n", "num_epochs": 2, "shuffle": "on", "seed": 7, "max_attempts": 4},
+        {
+            "name": job_name,
+            "works": "/data/a.csv\n\n  /data/b.csv \n",
+            "num_epochs": 2,
+            "shuffle": "on",
+            "seed": 7,
+            "max_attempts": 4,
+        },
     )
     job = Job.objects.get(name=job_name)
     assert response.status_code == 302 and response["Location"] == f"/jobs/{job.id}/"
@@ -43,5 +50,7 @@ def test_the_same_name_with_another_spec_is_an_error_on_the_name(browser_for, jo
 
 def test_a_job_with_slices_shows_its_slicing_state(browser_for, job_name):
     worker = browser_for("worker")
-    response = worker.post("/jobs/new/", {"name": job_name, "works": "/data/big.csv", "num_epochs": 1, "num_slices": 10}, follow=True)
+    response = worker.post(
+        "/jobs/new/", {"name": job_name, "works": "/data/big.csv", "num_epochs": 1, "num_slices": 10}, follow=True
+    )
     assert "Slicing: 0 of 1 works inspected" in response.content.decode()

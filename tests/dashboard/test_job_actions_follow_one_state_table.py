@@ -23,7 +23,9 @@ def failed_item_job(worker_client, name):
     job = create_job(worker_client, name, ["/bad", "/good"], shuffle=False, max_attempts=1)
     lease = take(worker_client, job["id"])["leases"][0]
     assert lease["item"] == "/bad"
-    worker_client.post(f"/api/v1/leases/{lease['id']}/fail/", {"token": lease["token"], "error": "disk error"}, format="json")
+    worker_client.post(
+        f"/api/v1/leases/{lease['id']}/fail/", {"token": lease["token"], "error": "disk error"}, format="json"
+    )
     return job
 
 
@@ -49,7 +51,9 @@ def test_an_action_is_allowed_exactly_in_the_states_of_the_table(admin_client, w
         assert sorted(Item.objects.filter(job_id=job["id"]).values_list("id", "state", "attempts")) == before
 
 
-def test_retrying_a_cancelled_jobs_items_is_refused_and_changes_nothing(admin_client, worker_client, browser_for, job_name):
+def test_retrying_a_cancelled_jobs_items_is_refused_and_changes_nothing(
+    admin_client, worker_client, browser_for, job_name
+):
     job = failed_item_job(worker_client, job_name)
     assert admin_client.post(f"/api/v1/jobs/{job['id']}/cancel/").json()["actions"] == []
 
@@ -62,7 +66,9 @@ def test_retrying_a_cancelled_jobs_items_is_refused_and_changes_nothing(admin_cl
 def test_retry_failed_answers_how_many_and_the_job_runs_again(admin_client, worker_client, job_name):
     job = create_job(worker_client, job_name, ["/bad"], max_attempts=1)
     lease = take(worker_client, job["id"])["leases"][0]
-    worker_client.post(f"/api/v1/leases/{lease['id']}/fail/", {"token": lease["token"], "error": "disk error"}, format="json")
+    worker_client.post(
+        f"/api/v1/leases/{lease['id']}/fail/", {"token": lease["token"], "error": "disk error"}, format="json"
+    )
     assert Job.objects.get(pk=job["id"]).state == "done"
 
     body = admin_client.post(f"/api/v1/jobs/{job['id']}/retry-failed/").json()

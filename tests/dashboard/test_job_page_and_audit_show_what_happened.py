@@ -9,12 +9,18 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def busy_job(worker_client, job_name):
-    job = create_job(worker_client, job_name, [f"/d/{i}" for i in range(8)], shuffle=False, num_epochs=2, max_attempts=2)
+    job = create_job(
+        worker_client, job_name, [f"/d/{i}" for i in range(8)], shuffle=False, num_epochs=2, max_attempts=2
+    )
     for worker in ("fast-1", "fast-2", "slow"):
         leases = take(worker_client, job["id"], worker, 2)["leases"]
         take(worker_client, job["id"], worker, 1, complete=[{"id": l["id"], "token": l["token"]} for l in leases])
     lease = take(worker_client, job["id"], "slow")["leases"][0]
-    worker_client.post(f"/api/v1/leases/{lease['id']}/fail/", {"token": lease["token"], "error": "ValueError: bad row 17"}, format="json")
+    worker_client.post(
+        f"/api/v1/leases/{lease['id']}/fail/",
+        {"token": lease["token"], "error": "ValueError: bad row 17"},
+        format="json",
+    )
     return job
 
 

@@ -16,7 +16,7 @@ def test_runs_of_one_queue_are_grouped_and_search_finds_them(browser_for, worker
     other = create_job(worker_client, f"other-{job_name}", ["/a"])
     viewer = browser_for("viewer")
     html = viewer.get(f"/?q={job_name}").content.decode()
-    assert f"{job_name} <span class=\"sub\">3 runs on this page</span>" in html
+    assert f'{job_name} <span class="sub">3 runs on this page</span>' in html
     assert all(f">run run{i}</a>" in html for i in range(3))
     assert sorted(names_in(html)) == sorted(str(job["id"]) for job in [*runs, other])
     assert names_in(viewer.get(f"/?q=other-{job_name}").content.decode()) == [str(other["id"])]
@@ -41,7 +41,9 @@ def test_columns_sort_and_elapsed_is_shown(browser_for, worker_client, job_name)
 def test_a_bad_sort_or_state_is_an_error_shown(browser_for):
     response = browser_for("viewer").get("/?sort=price&state=sleeping")
     html = response.content.decode()
-    assert response.status_code == 400 and 'role="alert"' in html and "Sort “price”" in html and "State “sleeping”" in html
+    assert (
+        response.status_code == 400 and 'role="alert"' in html and "Sort “price”" in html and "State “sleeping”" in html
+    )
 
 
 def test_a_new_job_page_says_how_to_connect(browser_for, worker_client, job_name):
@@ -58,7 +60,9 @@ def test_a_new_job_page_says_how_to_connect(browser_for, worker_client, job_name
 def test_an_item_page_tells_its_story(browser_for, worker_client, job_name):
     job = create_job(worker_client, job_name, ["/a"], max_attempts=3)
     lease = take(worker_client, job["id"], "w1")["leases"][0]
-    worker_client.post(f"/api/v1/leases/{lease['id']}/fail/", {"token": lease["token"], "error": "OSError: disk"}, format="json")
+    worker_client.post(
+        f"/api/v1/leases/{lease['id']}/fail/", {"token": lease["token"], "error": "OSError: disk"}, format="json"
+    )
     again = take(worker_client, job["id"], "w2")["leases"][0]
     take(worker_client, job["id"], "w2", complete=[{"id": again["id"], "token": again["token"], "records": 4}])
     viewer = browser_for("viewer")

@@ -13,8 +13,14 @@ def job(worker_client, job_name):
 
 def pages(job_id, item_id):
     return [
-        "/", "/jobs/table/", "/jobs/new/", f"/jobs/{job_id}/", f"/jobs/{job_id}/live/", f"/jobs/{job_id}/timeline/",
-        f"/jobs/{job_id}/audit/", f"/jobs/{job_id}/items/{item_id}/",
+        "/",
+        "/jobs/table/",
+        "/jobs/new/",
+        f"/jobs/{job_id}/",
+        f"/jobs/{job_id}/live/",
+        f"/jobs/{job_id}/timeline/",
+        f"/jobs/{job_id}/audit/",
+        f"/jobs/{job_id}/items/{item_id}/",
     ]
 
 
@@ -59,7 +65,9 @@ def test_an_admin_pauses_resumes_and_cancels(browser_for, job):
 def test_retry_failed_items_puts_them_back_to_pending(browser_for, worker_client, job_name):
     job = create_job(worker_client, job_name, ["/bad"], max_attempts=1)
     lease = take(worker_client, job["id"])["leases"][0]
-    worker_client.post(f"/api/v1/leases/{lease['id']}/fail/", {"token": lease["token"], "error": "disk error"}, format="json")
+    worker_client.post(
+        f"/api/v1/leases/{lease['id']}/fail/", {"token": lease["token"], "error": "disk error"}, format="json"
+    )
     assert Job.objects.get(pk=job["id"]).state == "done"
     admin = browser_for("admin")
     response = admin.post(f"/jobs/{job['id']}/actions/retry/", follow=True)

@@ -29,7 +29,9 @@ def marks(client, job_id) -> dict:
     return response.json()
 
 
-def test_an_expired_lease_is_pending_everywhere_before_anyone_takes_again(worker_client, admin_client, job_name, client):
+def test_an_expired_lease_is_pending_everywhere_before_anyone_takes_again(
+    worker_client, admin_client, job_name, client
+):
     job = create_job(worker_client, job_name, ["/a", "/b", "/c"], lease_timeout=30)
     take(worker_client, job["id"], "w1", 2)
     before = marks(worker_client, job["id"])
@@ -80,7 +82,7 @@ def test_the_dashboard_shows_the_same_truth(worker_client, admin_client, job_nam
     assert "epoch 0: 0 done, 0 leased, 3 pending, 0 failed of 3" in page
     assert re.search(r"\(1m 3[5-9]s ago\)", page), page
     assert '<span class="badge">gone</span>' in page
-    summary = page[page.index('class="summary"'):page.index("</section>")]
+    summary = page[page.index('class="summary"') : page.index("</section>")]
     assert re.search(r"Live workers</span><strong>0<", summary)
 
     admin_client.post(f"/api/v1/jobs/{job['id']}/pause/")
@@ -90,6 +92,6 @@ def test_the_dashboard_shows_the_same_truth(worker_client, admin_client, job_nam
     summary = viewer.get(f"/jobs/{job['id']}/live/").content.decode()
     assert re.search(r"Items/min</span><strong>—<", summary) and re.search(r"Live workers</span><strong>—<", summary)
     table = viewer.get("/jobs/table/?state=cancelled").content.decode()
-    row = table[table.index(job["name"]):]
-    row = row[:row.index("</tr>")]
+    row = table[table.index(job["name"]) :]
+    row = row[: row.index("</tr>")]
     assert row.count(">—<") == 3, row  # items/min, ETA, workers

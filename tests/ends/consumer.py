@@ -20,8 +20,16 @@ from pathlib import Path
 from worker_sdk import QueueExhausted, WorkQueue
 
 SHAPES = (
-    "items", "lease", "take_eager", "take_graph", "input_dataset", "input_producer", "dataset",
-    "torch", "two_queues", "two_threads",
+    "items",
+    "lease",
+    "take_eager",
+    "take_graph",
+    "input_dataset",
+    "input_producer",
+    "dataset",
+    "torch",
+    "two_queues",
+    "two_threads",
 )
 
 
@@ -56,8 +64,14 @@ def barrier(folder: Path, name: str, me: int, parties: int, timeout: float = 120
 
 
 def queue_for(args, round_no, name=None):
-    return WorkQueue(args.works, shuffle=True, seed=round_no, name=name or args.name, run=f"{args.run}-r{round_no}",
-                     lease_timeout=args.lease_timeout)
+    return WorkQueue(
+        args.works,
+        shuffle=True,
+        seed=round_no,
+        name=name or args.name,
+        run=f"{args.run}-r{round_no}",
+        lease_timeout=args.lease_timeout,
+    )
 
 
 def records_of(path):

@@ -34,8 +34,18 @@ def write_files(folder: Path, count: int, lines: int = 3) -> list[str]:
     return paths
 
 
-def run_consumers(env: dict, tmp_path: Path, shape: str, *, processes: int, files: int, queues=("",),
-                  rounds: int = ROUNDS, seconds_per_round: float = 30, **options) -> None:
+def run_consumers(
+    env: dict,
+    tmp_path: Path,
+    shape: str,
+    *,
+    processes: int,
+    files: int,
+    queues=("",),
+    rounds: int = ROUNDS,
+    seconds_per_round: float = 30,
+    **options,
+) -> None:
     works = write_files(tmp_path, files)
     barrier = tmp_path / "barrier"
     barrier.mkdir()
@@ -46,10 +56,31 @@ def run_consumers(env: dict, tmp_path: Path, shape: str, *, processes: int, file
         flags += [flag] if value is True else [flag, str(value)]
     children = [
         subprocess.Popen(
-            [sys.executable, str(SCRIPT), shape, "--me", str(me), "--parties", str(processes), "--rounds", str(rounds),
-             "--barrier", str(barrier), "--name", name, "--run", env["SHARDLINE_RUN"], *flags, *works],
-            cwd=ROOT, env={**os.environ, **env, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            [
+                sys.executable,
+                str(SCRIPT),
+                shape,
+                "--me",
+                str(me),
+                "--parties",
+                str(processes),
+                "--rounds",
+                str(rounds),
+                "--barrier",
+                str(barrier),
+                "--name",
+                name,
+                "--run",
+                env["SHARDLINE_RUN"],
+                *flags,
+                *works,
+            ],
+            cwd=ROOT,
+            env={**os.environ, **env, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         for me in range(processes)
     ]
@@ -71,8 +102,10 @@ def run_consumers(env: dict, tmp_path: Path, shape: str, *, processes: int, file
         assert code == 0 and "finished" in stdout, f"a consumer failed (exit {code}):\n{stderr[-3000:]}"
 
     expected = Counter(
-        f"{suffix}{line}" for suffix in (f"{q}:" if q else "" for q in queues)
-        for path in works for line in Path(path).read_text().splitlines()
+        f"{suffix}{line}"
+        for suffix in (f"{q}:" if q else "" for q in queues)
+        for path in works
+        for line in Path(path).read_text().splitlines()
     )
     for r in range(rounds):
         read = Counter()
@@ -114,7 +147,9 @@ def check_done(env: dict, works: list[str], name: str, queues, round_no: int) ->
     from worker_sdk import WorkQueue
 
     for q in queues:
-        queue = WorkQueue(works, seed=round_no, name=f"{name}-{q}" if q else name, run=f"{env['SHARDLINE_RUN']}-r{round_no}")
+        queue = WorkQueue(
+            works, seed=round_no, name=f"{name}-{q}" if q else name, run=f"{env['SHARDLINE_RUN']}-r{round_no}"
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # "the job is already done": what we check
             marks = queue.watermarks()
@@ -130,10 +165,31 @@ def start_consumer(env: dict, tmp_path: Path, shape: str, name: str, works: list
         flag = "--" + key.replace("_", "-")
         flags += [flag] if value is True else [flag, str(value)]
     return subprocess.Popen(
-        [sys.executable, str(SCRIPT), shape, "--me", "0", "--parties", "1", "--rounds", "1",
-         "--barrier", str(barrier), "--name", name, "--run", env["SHARDLINE_RUN"], *flags, *works],
-        cwd=ROOT, env={**os.environ, **env, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            str(SCRIPT),
+            shape,
+            "--me",
+            "0",
+            "--parties",
+            "1",
+            "--rounds",
+            "1",
+            "--barrier",
+            str(barrier),
+            "--name",
+            name,
+            "--run",
+            env["SHARDLINE_RUN"],
+            *flags,
+            *works,
+        ],
+        cwd=ROOT,
+        env={**os.environ, **env, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 
@@ -144,7 +200,9 @@ def wait_for_line(child: subprocess.Popen, prefix: str, timeout: float) -> list[
     while time.monotonic() < deadline:
         line = child.stdout.readline()
         if not line:
-            raise AssertionError(f"the consumer ended before printing {prefix!r}: {child.wait()} {child.stderr.read()[-3000:]}")
+            raise AssertionError(
+                f"the consumer ended before printing {prefix!r}: {child.wait()} {child.stderr.read()[-3000:]}"
+            )
         lines.append(line.rstrip("\n"))
         if line.startswith(prefix):
             return lines

@@ -37,8 +37,10 @@ TORCH = [
 
 
 def ids(cases):
-    return [f"{shape}-{processes}p" + "".join(f"-{k}{'' if v is True else v}" for k, v in options.items())
-            for shape, processes, _files, options in cases]
+    return [
+        f"{shape}-{processes}p" + "".join(f"-{k}{'' if v is True else v}" for k, v in options.items())
+        for shape, processes, _files, options in cases
+    ]
 
 
 @pytest.mark.timeout(60 + 30 * ROUNDS)
@@ -61,5 +63,7 @@ def test_tensorflow_consumers_end_together(sdk_env, tmp_path, shape, processes, 
 @pytest.mark.timeout(90 + 40 * ROUNDS)  # loader processes start with every round
 @pytest.mark.parametrize("shape, processes, files, options", TORCH, ids=ids(TORCH))
 def test_torch_loaders_end_together(sdk_env, tmp_path, shape, processes, files, options):
-    pytest.importorskip("torch", reason="PyTorch is an optional dependency of the SDK tests (pip install torch==2.13.0)")
+    pytest.importorskip(
+        "torch", reason="PyTorch is an optional dependency of the SDK tests (pip install torch==2.13.0)"
+    )
     run_consumers(sdk_env, tmp_path, shape, processes=processes, files=files, seconds_per_round=40, **options)

@@ -36,4 +36,6 @@ def csv_files(tmp_path):
 def run_python(args, env, timeout=120, **kwargs):
     """Runs a Python script in a fresh interpreter (TF1 graph mode needs one)."""
     full_env = {**os.environ, **env, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, *args], env=full_env, capture_output=True, text=True, timeout=timeout, cwd=ROOT, **kwargs)
+    return subprocess.run(
+        [sys.executable, *args], env=full_env, capture_output=True, text=True, timeout=timeout, cwd=ROOT, **kwargs
+    )

@@ -19,8 +19,13 @@ def main():
     parser.add_argument("--worker", required=True)
     parser.add_argument("--lease-timeout", type=float, default=None)
     args = parser.parse_args()
-    queue = WorkQueue([f"/items/{i:04d}" for i in range(args.items)], shuffle=False, name=args.name,
-                      worker=args.worker, lease_timeout=args.lease_timeout)
+    queue = WorkQueue(
+        [f"/items/{i:04d}" for i in range(args.items)],
+        shuffle=False,
+        name=args.name,
+        worker=args.worker,
+        lease_timeout=args.lease_timeout,
+    )
     for item in queue.items():
         print(f"start {item}", flush=True)
         time.sleep(args.cost)

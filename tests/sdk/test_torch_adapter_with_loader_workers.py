@@ -2,7 +2,9 @@
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="PyTorch is an optional dependency of the SDK tests (pip install torch==2.13.0)")
+torch = pytest.importorskip(
+    "torch", reason="PyTorch is an optional dependency of the SDK tests (pip install torch==2.13.0)"
+)
 
 
 def read_lines(item: str):

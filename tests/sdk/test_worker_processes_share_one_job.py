@@ -12,11 +12,28 @@ from tests.support import ROOT, ServerProcess, wait_until
 
 
 def start_worker(env, worker, items, cost, name="sdk_workers", lease_timeout=None):
-    args = [sys.executable, "tests/sdk/sdk_worker.py", "--items", str(items), "--cost", str(cost), "--worker", worker, "--name", name]
+    args = [
+        sys.executable,
+        "tests/sdk/sdk_worker.py",
+        "--items",
+        str(items),
+        "--cost",
+        str(cost),
+        "--worker",
+        worker,
+        "--name",
+        name,
+    ]
     if lease_timeout is not None:
         args += ["--lease-timeout", str(lease_timeout)]
-    return subprocess.Popen(args, env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        args,
+        env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finished_items(output: str) -> list[str]:
@@ -46,8 +63,11 @@ def test_a_killed_workers_item_is_read_by_another_after_the_lease_timeout(sdk_en
     assert survivor.returncode == 0, err
     assert sorted(finished_items(out)) == [f"/items/{i:04d}" for i in range(6)]
 
-    queue_id = next(j["id"] for j in live_api("viewer").get("/api/v1/jobs/?page_size=500").json()["results"]
-                    if j["name"] == f"sdk_workers.{sdk_env['SHARDLINE_RUN']}")
+    queue_id = next(
+        j["id"]
+        for j in live_api("viewer").get("/api/v1/jobs/?page_size=500").json()["results"]
+        if j["name"] == f"sdk_workers.{sdk_env['SHARDLINE_RUN']}"
+    )
     rows = {r["item"]: r for r in live_api("viewer").get(f"/api/v1/jobs/{queue_id}/items/").json()["results"]}
     killed = rows["/items/0000"]
     assert (killed["state"], killed["worker"], killed["attempts"]) == ("done", "survivor", 2)
@@ -64,7 +84,9 @@ def own_server(test_database_url):
 def test_a_server_restart_mid_run_loses_nothing(own_server, sdk_env):
     env = {**sdk_env, "SHARDLINE_URL": own_server.url}
     worker = start_worker(env, "steady", 40, 0.1)
-    wait_until(lambda: worker.stdout.readline().startswith("done /items/0005"), 30, message="progress before the restart")
+    wait_until(
+        lambda: worker.stdout.readline().startswith("done /items/0005"), 30, message="progress before the restart"
+    )
     own_server.kill()
     restarted = ServerProcess(own_server.env["DATABASE_URL"], workers=2)
     restarted.port, restarted.url = own_server.port, own_server.url
@@ -78,7 +100,13 @@ def test_a_server_restart_mid_run_loses_nothing(own_server, sdk_env):
         from worker_sdk.transport import Transport
 
         client = Client(Transport(own_server.url, env["SHARDLINE_TOKEN"]))
-        job = client.create_job({"name": f"sdk_workers.{env['SHARDLINE_RUN']}", "works": [f"/items/{i:04d}" for i in range(40)], "shuffle": False})
+        job = client.create_job(
+            {
+                "name": f"sdk_workers.{env['SHARDLINE_RUN']}",
+                "works": [f"/items/{i:04d}" for i in range(40)],
+                "shuffle": False,
+            }
+        )
         marks = client.watermarks(job["id"])
         assert (marks["done"], marks["pending"], marks["leased"], marks["failed"]) == (40, 0, 0, 0)
     finally:

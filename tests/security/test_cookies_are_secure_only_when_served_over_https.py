@@ -22,7 +22,9 @@ PROBE = (
 def load_settings(tmp_path, **env):
     base = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SHARDLINE_HTTPS", "SECRET_KEY")}
     base.update({"SHARDLINE_HOME": str(tmp_path), "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none", **env})
-    result = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=base, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, env=base, capture_output=True, text=True, timeout=60
+    )
     return result
 
 

@@ -14,27 +14,41 @@ import pytest
 import requests
 
 
-
-
 def run_schemathesis(url: str, token: str, folder: Path, max_examples: int) -> tuple[subprocess.CompletedProcess, int]:
     # The schema is public; fetched without the token (an invalid token is a 401 everywhere, the schema included).
     schema = folder / "schema.yaml"
     schema.write_bytes(requests.get(f"{url}/api/schema/", timeout=30).content)
     report = folder / "events.ndjson"
     command = [
-        str(Path(sys.executable).with_name("schemathesis")), "run", str(schema), "--url", url,
-        "--header", f"Authorization: Token {token}",
-        "--checks", "not_a_server_error",
-        "--phases", "examples,coverage,fuzzing",
-        "--max-examples", str(max_examples),
-        "--seed", "9",
-        "--workers", "1",  # hypothesis' lambda reprs are not thread-safe on Python 3.11 (AST recursion errors)
-        "--request-timeout", "20",
-        "--generation-database", "none",
-        "--suppress-health-check", "all",
+        str(Path(sys.executable).with_name("schemathesis")),
+        "run",
+        str(schema),
+        "--url",
+        url,
+        "--header",
+        f"Authorization: Token {token}",
+        "--checks",
+        "not_a_server_error",
+        "--phases",
+        "examples,coverage,fuzzing",
+        "--max-examples",
+        str(max_examples),
+        "--seed",
+        "9",
+        "--workers",
+        "1",  # hypothesis' lambda reprs are not thread-safe on Python 3.11 (AST recursion errors)
+        "--request-timeout",
+        "20",
+        "--generation-database",
+        "none",
+        "--suppress-health-check",
+        "all",
         "--no-shrink",
         "--no-color",
-        "--report", "ndjson", "--report-ndjson-path", str(report),
+        "--report",
+        "ndjson",
+        "--report-ndjson-path",
+        str(report),
     ]
     # Run in the test's folder: schemathesis keeps state in .schemathesis/ of its working directory.
     result = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120)

@@ -21,8 +21,9 @@ from tests.support import ServerProcess
 @pytest.fixture(scope="module")
 def small_server(test_database_url, django_db_blocker):
     # Limits small enough to exceed cheaply; everything else as deployed.
-    server = ServerProcess(test_database_url, workers=1,
-                           extra_env={"SHARDLINE_MAX_BODY_BYTES": "65536", "SHARDLINE_MAX_WORKS": "1000"}).start()
+    server = ServerProcess(
+        test_database_url, workers=1, extra_env={"SHARDLINE_MAX_BODY_BYTES": "65536", "SHARDLINE_MAX_WORKS": "1000"}
+    ).start()
     yield server
     server.stop()
 
@@ -91,7 +92,10 @@ def test_non_utf8_in_query_path_and_headers_is_never_a_server_error(small_server
     answers = [
         session.get(base + "/api/v1/jobs/?state=%ff%fe", headers={"Authorization": f"Token {live_keys['viewer']}"}),
         session.get(base + "/api/v1/jobs/%ff/", headers={"Authorization": f"Token {live_keys['viewer']}"}),
-        session.get(base + "/api/v1/jobs/1/items/?worker=%c3%28&epoch=%ff", headers={"Authorization": f"Token {live_keys['viewer']}"}),
+        session.get(
+            base + "/api/v1/jobs/1/items/?worker=%c3%28&epoch=%ff",
+            headers={"Authorization": f"Token {live_keys['viewer']}"},
+        ),
         session.get(base + "/api/v1/jobs/", headers={"Authorization": b"Token \xff\xfe\xfd"}),
         session.get(base + "/api/v1/jobs/", headers={"Authorization": "Token " + "x" * 10000}),
     ]

@@ -89,7 +89,9 @@ def sliced(tree, works, settings, name):
     # planted), then sliced under the policy.
     roots = settings.SHARDLINE_DATA_ROOTS
     settings.SHARDLINE_DATA_ROOTS = []
-    job, _ = jobs.create_or_attach(jobs.JobSpec(name=name, works=works, num_slices=4, lease_timeout=60.0, max_attempts=3))
+    job, _ = jobs.create_or_attach(
+        jobs.JobSpec(name=name, works=works, num_slices=4, lease_timeout=60.0, max_attempts=3)
+    )
     settings.SHARDLINE_DATA_ROOTS = roots
     slicing.slice_job(job.pk)
     return Job.objects.get(pk=job.pk)

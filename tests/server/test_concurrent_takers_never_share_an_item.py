@@ -33,7 +33,10 @@ def test_sixteen_processes_complete_every_item_exactly_once(live_api, live_serve
     outputs = [tmp_path / f"w{i}.json" for i in range(PROCESSES)]
     run_processes(
         workload.lease_worker,
-        [(live_server_url, live_keys["worker"], job["id"], f"w{i}", str(outputs[i]), start_at, i) for i in range(PROCESSES)],
+        [
+            (live_server_url, live_keys["worker"], job["id"], f"w{i}", str(outputs[i]), start_at, i)
+            for i in range(PROCESSES)
+        ],
         timeout=180,
     )
 
@@ -45,7 +48,13 @@ def test_sixteen_processes_complete_every_item_exactly_once(live_api, live_serve
     assert sum(1 for result in per_worker if result["completed"]) >= PROCESSES // 2
 
     marks = api.get(f"/api/v1/jobs/{job['id']}/watermarks/").json()
-    assert (marks["state"], marks["done"], marks["pending"], marks["leased"], marks["failed"]) == ("done", ITEMS, 0, 0, 0)
+    assert (marks["state"], marks["done"], marks["pending"], marks["leased"], marks["failed"]) == (
+        "done",
+        ITEMS,
+        0,
+        0,
+        0,
+    )
     # attempts == 1 everywhere: no item was ever leased a second time.
     audit = api.get(f"/api/v1/jobs/{job['id']}/items/?format=csv").text.splitlines()
     header = audit[0].split(",")

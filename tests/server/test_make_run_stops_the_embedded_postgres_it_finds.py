@@ -19,10 +19,21 @@ def free_port() -> int:
 
 
 def manage(home, *args, **kwargs):
-    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")
+    }
     env.update(SHARDLINE_HOME=str(home), PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        **kwargs,
+    )
 
 
 @pytest.mark.timeout(240)  # a fresh embedded Postgres (initdb) and the web and Celery processes

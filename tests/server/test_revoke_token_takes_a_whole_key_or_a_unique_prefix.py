@@ -29,8 +29,12 @@ def shortest_unique_start(key: str) -> str:
 def test_each_way_of_naming_a_token_revokes_it(how, capsys):
     token, key = new_key()
     others = [new_key(f"other-{i}")[0] for i in range(2)]
-    reference = {"whole key": key, "first 10": key[:10], "shortest unique start": shortest_unique_start(key),
-                 "id": str(token.pk)}[how]
+    reference = {
+        "whole key": key,
+        "first 10": key[:10],
+        "shortest unique start": shortest_unique_start(key),
+        "id": str(token.pk),
+    }[how]
     call_command("revoke_token", reference)
     assert revoked(token) and not any(revoked(other) for other in others)
     assert key not in capsys.readouterr().out  # the key is never echoed
@@ -39,7 +43,9 @@ def test_each_way_of_naming_a_token_revokes_it(how, capsys):
 def test_an_ambiguous_or_short_prefix_or_a_partial_key_changes_nothing():
     token, key = new_key()
     user = token.user
-    twins = [ApiToken.objects.create(user=user, role="worker", prefix=f"shl_abcd{n}", key_hash=f"{n}" * 32) for n in (12, 34)]
+    twins = [
+        ApiToken.objects.create(user=user, role="worker", prefix=f"shl_abcd{n}", key_hash=f"{n}" * 32) for n in (12, 34)
+    ]
     with pytest.raises(CommandError, match="start of several live keys"):
         call_command("revoke_token", "shl_abcd")
     with pytest.raises(CommandError, match="at least 8 characters"):

@@ -22,7 +22,11 @@ def lease_worker(base: str, key: str, job_id: int, name: str, out_path: str, sta
     completed, held = [], []
     wait_for(start_at)
     while True:
-        body = {"worker": name, "count": rng.randint(1, 4), "complete": [{"id": l["id"], "token": l["token"]} for l in held]}
+        body = {
+            "worker": name,
+            "count": rng.randint(1, 4),
+            "complete": [{"id": l["id"], "token": l["token"]} for l in held],
+        }
         response = session.post(f"{base}/api/v1/jobs/{job_id}/leases/", json=body, timeout=30)
         response.raise_for_status()
         result = response.json()

@@ -12,7 +12,10 @@ def make_job(live_api, celery_worker, job_name):
 
     def create(works, num_slices, **fields):
         api = live_api("worker")
-        response = api.post("/api/v1/jobs/", {"name": job_name, "works": [str(w) for w in works], "num_slices": num_slices, "shuffle": False, **fields})
+        response = api.post(
+            "/api/v1/jobs/",
+            {"name": job_name, "works": [str(w) for w in works], "num_slices": num_slices, "shuffle": False, **fields},
+        )
         assert response.status_code == 201, response.text
         job = response.json()
         assert job["state"] == "slicing"

@@ -30,7 +30,12 @@ def test_the_task_runs_again_and_installs_the_slices_once(own_queue, test_databa
     second = None
     try:
         api = Api(server.url, live_keys["worker"])
-        body = {"name": f"kill-{uuid.uuid4().hex[:8]}", "works": [str(tmp_path / "shard-*.tfrecord")], "num_slices": 50, "shuffle": False}
+        body = {
+            "name": f"kill-{uuid.uuid4().hex[:8]}",
+            "works": [str(tmp_path / "shard-*.tfrecord")],
+            "num_slices": 50,
+            "shuffle": False,
+        }
         job = api.post("/api/v1/jobs/", body).json()
 
         def counting():
@@ -45,7 +50,9 @@ def test_the_task_runs_again_and_installs_the_slices_once(own_queue, test_databa
         second = start_celery_worker(test_database_url, "rescuer")
         ready = wait_until(
             lambda: (lambda j: j if j["state"] != "slicing" else None)(api.get(f"/api/v1/jobs/{job['id']}/").json()),
-            120, 0.2, "the second worker to finish slicing",
+            120,
+            0.2,
+            "the second worker to finish slicing",
         )
         assert ready["state"] == "ready", ready["error"]
         assert ready["units_count"] == 50

@@ -15,8 +15,13 @@ def env_for(env: dict) -> dict:
 
 def start(args, env) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, *args], env=env_for(env), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+        [sys.executable, *args],
+        env=env_for(env),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 

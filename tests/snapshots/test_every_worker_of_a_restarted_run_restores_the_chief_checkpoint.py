@@ -23,7 +23,9 @@ def test_all_workers_restore_once_and_read_again_exactly_what_followed_the_snaps
     # chief's and restore it in the first run too.
     fresh = [SCRIPT, "--ckpt-dir", str(tmp_path / "none-yet"), "--items", str(ITEMS)]
     workers = [start([*fresh, "--cost", "0.1"], {**sdk_env, "SHARDLINE_TASK": f"worker{i}"}) for i in range(3)]
-    chief = start([*base, "--cost", "0.1", "--save-after", "3", "--crash-after", "6"], {**sdk_env, "SHARDLINE_TASK": "chief"})
+    chief = start(
+        [*base, "--cost", "0.1", "--save-after", "3", "--crash-after", "6"], {**sdk_env, "SHARDLINE_TASK": "chief"}
+    )
     try:
         run_until(chief, "crash-point", timeout=60)
     finally:
@@ -54,4 +56,8 @@ def _never_leased(items, restore) -> int:
     from server.models import ItemHistory
 
     rolled_back = set(ItemHistory.objects.filter(restore=restore).values_list("item_id", flat=True))
-    return sum(1 for item_id, seq in items.values_list("id", "seq") if seq > restore.snapshot.seq and item_id not in rolled_back)
+    return sum(
+        1
+        for item_id, seq in items.values_list("id", "seq")
+        if seq > restore.snapshot.seq and item_id not in rolled_back
+    )

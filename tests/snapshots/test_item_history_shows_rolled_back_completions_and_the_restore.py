@@ -5,7 +5,9 @@ from .helpers import complete, create_job, restore, snapshot, take, take_and_com
 pytestmark = pytest.mark.django_db
 
 
-def test_an_item_completed_rolled_back_and_completed_again_shows_both_completions_and_the_restore(worker_client, job_name):
+def test_an_item_completed_rolled_back_and_completed_again_shows_both_completions_and_the_restore(
+    worker_client, job_name
+):
     job = create_job(worker_client, job_name, ["/a", "/b"], shuffle=False)
     snap = snapshot(worker_client, job["id"])
     (first,) = take_and_complete(worker_client, job["id"], 1, worker="old-run")

@@ -20,7 +20,9 @@ def test_restoring_an_older_snapshot_after_a_newer_one_rolls_back_further(worker
     assert {i for i, s in states(job["id"]).items() if s == "done"} == {lease["id"] for lease in first_two}
 
 
-def test_restoring_the_newer_snapshot_again_after_the_older_one_reopens_what_was_completed_since(worker_client, job_name):
+def test_restoring_the_newer_snapshot_again_after_the_older_one_reopens_what_was_completed_since(
+    worker_client, job_name
+):
     job = create_job(worker_client, job_name, [f"/d/{i}" for i in range(10)], shuffle=False)
     take_and_complete(worker_client, job["id"], 2)
     older = snapshot(worker_client, job["id"])

@@ -15,7 +15,9 @@ SCRIPT = "tests/snapshots/train_tf1.py"
 def test_a_killed_monitored_session_reads_again_what_followed_its_last_checkpoint(sdk_env, csv_files, tmp_path):
     ckpt_dir = str(tmp_path / "ckpt")
     # The saver hook saves at step 3 (item 3 still in hand); the crash holds item 5.
-    first = reads(run_until(start([SCRIPT, "--ckpt-dir", ckpt_dir, "--crash-after", "5", *csv_files], sdk_env), "crash-point"))
+    first = reads(
+        run_until(start([SCRIPT, "--ckpt-dir", ckpt_dir, "--crash-after", "5", *csv_files], sdk_env), "crash-point")
+    )
     assert len(first) == 5
 
     second_lines = run_to_end(start([SCRIPT, "--ckpt-dir", ckpt_dir, *csv_files], sdk_env))

@@ -14,7 +14,10 @@ SCRIPT = "tests/snapshots/train_tf2.py"
 def test_a_killed_tf2_run_reads_again_exactly_what_followed_its_checkpoint(sdk_env, csv_files, tmp_path, live_api):
     ckpt_dir = str(tmp_path / "ckpt")
     # 4 files x 2 epochs. Checkpoint after 3 items (item 3 still in hand), crash holding item 6.
-    first = run_until(start([SCRIPT, "--ckpt-dir", ckpt_dir, "--save-after", "3", "--crash-after", "6", *csv_files], sdk_env), "crash-point")
+    first = run_until(
+        start([SCRIPT, "--ckpt-dir", ckpt_dir, "--save-after", "3", "--crash-after", "6", *csv_files], sdk_env),
+        "crash-point",
+    )
     first_reads = reads(first)
     assert len(first_reads) == 6 and "saved" in first
 

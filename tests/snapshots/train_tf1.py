@@ -31,7 +31,10 @@ def main():
 
     steps = 0
     with tf.train.MonitoredTrainingSession(
-        checkpoint_dir=args.ckpt_dir, save_checkpoint_steps=args.save_steps, save_summaries_steps=None, log_step_count_steps=None
+        checkpoint_dir=args.ckpt_dir,
+        save_checkpoint_steps=args.save_steps,
+        save_summaries_steps=None,
+        log_step_count_steps=None,
     ) as sess:
         while not sess.should_stop():
             try:

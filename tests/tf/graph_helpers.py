@@ -19,8 +19,9 @@ def numbers(count):
 def not_found_at(x, bad_values):
     """``x``, except that evaluating it raises NotFoundError for ``bad_values``."""
     bad = tf.reduce_any(tf.equal(x, tf.constant(bad_values, x.dtype)))
-    ok = tf.cond(bad, lambda: tf.strings.length(tf.io.read_file("/nonexistent/shardline")) >= 0,
-                 lambda: tf.constant(True))
+    ok = tf.cond(
+        bad, lambda: tf.strings.length(tf.io.read_file("/nonexistent/shardline")) >= 0, lambda: tf.constant(True)
+    )
     return x + tf.cast(ok, x.dtype) * 0
 
 

@@ -31,8 +31,11 @@ def test_non_integer_counts_are_rejected():
 
 def test_exception_types_accept_codes_and_classes_but_nothing_else():
     with tf.Graph().as_default():
-        staged(tf.constant(1), closed_exception_types=(tf.errors.OUT_OF_RANGE, tf.errors.DataLossError),
-               ignored_exception_types=(tf.errors.NOT_FOUND,))
+        staged(
+            tf.constant(1),
+            closed_exception_types=(tf.errors.OUT_OF_RANGE, tf.errors.DataLossError),
+            ignored_exception_types=(tf.errors.NOT_FOUND,),
+        )
         with pytest.raises(TypeError, match="closed_exception_types"):
             staged(tf.constant(1), closed_exception_types=("OUT_OF_RANGE",))
         with pytest.raises(ValueError, match="ignored_exception_types"):
@@ -42,8 +45,11 @@ def test_exception_types_accept_codes_and_classes_but_nothing_else():
 def test_an_exception_type_cannot_be_both_closed_and_ignored():
     with tf.Graph().as_default():
         with pytest.raises(ValueError, match="both closed and ignored"):
-            staged(tf.constant(1), closed_exception_types=(tf.errors.OUT_OF_RANGE,),
-                   ignored_exception_types=(tf.errors.OutOfRangeError,))
+            staged(
+                tf.constant(1),
+                closed_exception_types=(tf.errors.OUT_OF_RANGE,),
+                ignored_exception_types=(tf.errors.OutOfRangeError,),
+            )
 
 
 def test_features_without_any_tensor_are_rejected():

@@ -27,8 +27,9 @@ def test_end_of_input_closes_the_buffer_after_the_consumer_drains_it():
     assert taken == [0, 1, 2]
 
 
-@pytest.mark.parametrize("closed", [tf.errors.NOT_FOUND, tf.errors.NotFoundError],
-                         ids=["error-code", "exception-class"])
+@pytest.mark.parametrize(
+    "closed", [tf.errors.NOT_FOUND, tf.errors.NotFoundError], ids=["error-code", "exception-class"]
+)
 def test_a_closed_exception_type_given_as_code_or_class_ends_the_stream(closed):
     with tf.Graph().as_default():
         staged_number = staged(not_found_at(numbers(10), [4]), closed_exception_types=(closed,))
@@ -43,8 +44,11 @@ def test_the_buffer_stays_open_until_every_producer_thread_has_ended():
         # One of the two threads ends at element 5; the other goes on to the
         # end of the input, so only element 5 is missing.
         staged_number = staged(
-            not_found_at(numbers(60), [5]), num_threads=2, capacity=2,
-            closed_exception_types=(tf.errors.NOT_FOUND, tf.errors.OUT_OF_RANGE))
+            not_found_at(numbers(60), [5]),
+            num_threads=2,
+            capacity=2,
+            closed_exception_types=(tf.errors.NOT_FOUND, tf.errors.OUT_OF_RANGE),
+        )
         with tf1.train.MonitoredTrainingSession(hooks=[make_prefetch_hook()]) as sess:
             taken = take_until_closed(sess, staged_number, limit=60)
 

@@ -92,19 +92,18 @@ def test_errors_that_are_not_closed_or_ignored_are_raised_by_next_with_their_cla
     assert taken == [0, 1, 2]
 
 
-@pytest.mark.parametrize("closed", [tf.errors.NOT_FOUND, tf.errors.NotFoundError],
-                         ids=["error-code", "exception-class"])
+@pytest.mark.parametrize(
+    "closed", [tf.errors.NOT_FOUND, tf.errors.NotFoundError], ids=["error-code", "exception-class"]
+)
 def test_a_closed_exception_ends_the_iteration(closed):
-    iterator = staged(numbers_failing_at(10, [4]), capacity=2,
-                      closed_exception_types=(closed, tf.errors.OUT_OF_RANGE))
+    iterator = staged(numbers_failing_at(10, [4]), capacity=2, closed_exception_types=(closed, tf.errors.OUT_OF_RANGE))
 
     assert [int(x) for x in iterator] == [0, 1, 2, 3]
 
 
 def test_an_ignored_exception_skips_the_element_with_one_warning_line(caplog):
     caplog.set_level(logging.WARNING, logger="worker_sdk.staging")
-    iterator = staged(numbers_failing_at(8, [2, 5]), capacity=2,
-                      ignored_exception_types=(tf.errors.NotFoundError,))
+    iterator = staged(numbers_failing_at(8, [2, 5]), capacity=2, ignored_exception_types=(tf.errors.NotFoundError,))
 
     assert [int(x) for x in iterator] == [0, 1, 3, 4, 6, 7]
     skipped = [r.getMessage() for r in caplog.records if "skipped an element" in r.getMessage()]
@@ -113,8 +112,7 @@ def test_an_ignored_exception_skips_the_element_with_one_warning_line(caplog):
 
 
 def test_ignored_exceptions_also_apply_inside_a_tf_function():
-    iterator = staged(numbers_failing_at(8, [1]), capacity=2,
-                      ignored_exception_types=(tf.errors.NOT_FOUND,))
+    iterator = staged(numbers_failing_at(8, [1]), capacity=2, ignored_exception_types=(tf.errors.NOT_FOUND,))
 
     @tf.function
     def take(it):

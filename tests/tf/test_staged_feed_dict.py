@@ -26,8 +26,7 @@ def test_a_sparse_placeholder_is_fed_from_a_sparse_tensor():
     with graph.as_default():
         ids = tf1.sparse_placeholder(tf.int64, shape=[2, 4])
         n = numbers(100)
-        source = tf.SparseTensor(indices=[[0, 0], [1, 3]], values=tf.stack([n, n + 1]),
-                                 dense_shape=[2, 4])
+        source = tf.SparseTensor(indices=[[0, 0], [1, 3]], values=tf.stack([n, n + 1]), dense_shape=[2, 4])
         staged_sum = staged(tf.sparse.reduce_sum(ids), feed_dict={ids: source})
 
     sums = [int(v) for v in run_hooked(graph, staged_sum, steps=3)]

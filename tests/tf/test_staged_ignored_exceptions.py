@@ -12,13 +12,13 @@ from .graph_helpers import RUN, not_found_at, numbers, take_until_closed, tf1
 pytestmark = pytest.mark.tf
 
 
-@pytest.mark.parametrize("ignored", [tf.errors.NOT_FOUND, tf.errors.NotFoundError],
-                         ids=["error-code", "exception-class"])
+@pytest.mark.parametrize(
+    "ignored", [tf.errors.NOT_FOUND, tf.errors.NotFoundError], ids=["error-code", "exception-class"]
+)
 def test_ignored_errors_skip_their_elements_and_log_one_warning_line_each(ignored, caplog):
     caplog.set_level(logging.WARNING, logger="worker_sdk.staging")
     with tf.Graph().as_default():
-        staged_number = staged(not_found_at(numbers(12), [2, 7]), capacity=2,
-                               ignored_exception_types=(ignored,))
+        staged_number = staged(not_found_at(numbers(12), [2, 7]), capacity=2, ignored_exception_types=(ignored,))
         with tf1.train.MonitoredTrainingSession(hooks=[make_prefetch_hook()]) as sess:
             taken = take_until_closed(sess, staged_number, limit=12)
 
@@ -34,8 +34,7 @@ def test_ignored_errors_skip_their_elements_and_log_one_warning_line_each(ignore
 
 def test_errors_that_are_not_ignored_still_reach_the_consumer():
     with tf.Graph().as_default():
-        staged_number = staged(not_found_at(numbers(12), [3]),
-                               ignored_exception_types=(tf.errors.DATA_LOSS,))
+        staged_number = staged(not_found_at(numbers(12), [3]), ignored_exception_types=(tf.errors.DATA_LOSS,))
         with pytest.raises(tf.errors.NotFoundError):
             with tf1.train.MonitoredTrainingSession(hooks=[make_prefetch_hook()]) as sess:
                 taken = []

@@ -42,13 +42,14 @@ def test_seed_example_prints_five_staged_batches_in_file_order(tmp_path):
     (tmp_path / "seed.py").write_text(SEED_EXAMPLE)
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
 
-    proc = subprocess.run([sys.executable, "seed.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "seed.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
 
     assert proc.returncode == 0, proc.stderr[-4000:]
     cells = re.findall(r"b'([^']*)'", proc.stdout)
     assert len(cells) == 5 * 12, proc.stdout
-    batches = [cells[i:i + 12] for i in range(0, len(cells), 12)]
+    batches = [cells[i : i + 12] for i in range(0, len(cells), 12)]
     for index, batch in enumerate(batches):
         # Rows 0-1: embeddings of the hashed first column (all-ones table).
         assert batch[:6] == ["1.000000"] * 6

@@ -17,8 +17,7 @@ def test_a_dict_of_dense_and_sparse_features_round_trips_with_static_shapes():
     graph = tf.Graph()
     with graph.as_default():
         n = numbers(10)
-        ids = tf.SparseTensor(indices=[[0, 1], [2, 3]], values=tf.stack([n, n + 100]),
-                              dense_shape=[4, 5])
+        ids = tf.SparseTensor(indices=[[0, 1], [2, 3]], values=tf.stack([n, n + 100]), dense_shape=[4, 5])
         dense = tf.reshape(tf.cast(tf.range(6), tf.float32) + tf.cast(n, tf.float32), [2, 3])
         features = {"ids": ids, "dense": dense, "label": tf.strings.as_string(n)}
         out = staged(features, capacity=2)
@@ -63,7 +62,7 @@ def test_a_single_tensor_a_tuple_and_none_leaves_keep_their_structure():
     assert isinstance(nested[1]["keep"], list)
     assert nested[1]["skip"] is None
 
-    (_, tens, hundreds), = run_hooked(graph, [single, nested[0], nested[1]["keep"][0]], steps=1)
+    ((_, tens, hundreds),) = run_hooked(graph, [single, nested[0], nested[1]["keep"][0]], steps=1)
 
     # Both stages pull from one source, so which number each gets is open;
     # the leaves of one element stay together.

@@ -33,8 +33,7 @@ def test_producers_run_on_the_configured_inter_op_pool():
     graph = tf.Graph()
     with graph.as_default():
         source = numbers(10)
-        staged_number = staged(source, use_stage_subgraph_thread_pool=True,
-                               stage_subgraph_thread_pool_id=1)
+        staged_number = staged(source, use_stage_subgraph_thread_pool=True, stage_subgraph_thread_pool_id=1)
 
     assert take(graph, staged_number, 5, config_with_pools(2, 1)) == [0, 1, 2, 3, 4]
 
@@ -43,8 +42,7 @@ def test_a_pool_missing_from_the_session_config_is_reported_to_the_consumer():
     graph = tf.Graph()
     with graph.as_default():
         source = numbers(10)
-        staged_number = staged(source, use_stage_subgraph_thread_pool=True,
-                               stage_subgraph_thread_pool_id=3)
+        staged_number = staged(source, use_stage_subgraph_thread_pool=True, stage_subgraph_thread_pool_id=3)
 
     with pytest.raises(tf.errors.InvalidArgumentError, match="inter_op_thread_pool"):
         take(graph, staged_number, 1, config_with_pools(1))

@@ -7,10 +7,17 @@ import pytest
 from worker_sdk import formats, readers
 
 
-@pytest.mark.parametrize("path, expected", [
-    ("/d/a.csv", "lines"), ("/d/A.JSONL", "lines"), ("s3://b/x.tfrecords", "tfrecord"),
-    ("/d/p.pq", "parquet"), ("/d/blob.bin", None), ("/d/csv", None),
-])
+@pytest.mark.parametrize(
+    "path, expected",
+    [
+        ("/d/a.csv", "lines"),
+        ("/d/A.JSONL", "lines"),
+        ("s3://b/x.tfrecords", "tfrecord"),
+        ("/d/p.pq", "parquet"),
+        ("/d/blob.bin", None),
+        ("/d/csv", None),
+    ],
+)
 def test_the_format_comes_from_the_extension(path, expected):
     assert formats.format_of(path) == expected
 
@@ -22,22 +29,30 @@ def test_a_suffix_names_the_format_and_an_unknown_one_is_refused():
         formats.split_format("/d/a#format=xml")
 
 
-@pytest.mark.parametrize("path, start, end, forced", [
-    ("/d/a.csv", 0, 10, None), ("s3://b/k/part-1.tfrecord", 250, 500, None),
-    ("/d/blob.bin", 3, 3, "tfrecord"), ("/d/a?b.csv", 1, 2, None),
-])
+@pytest.mark.parametrize(
+    "path, start, end, forced",
+    [
+        ("/d/a.csv", 0, 10, None),
+        ("s3://b/k/part-1.tfrecord", 250, 500, None),
+        ("/d/blob.bin", 3, 3, "tfrecord"),
+        ("/d/a?b.csv", 1, 2, None),
+    ],
+)
 def test_a_slice_item_parses_back_to_what_made_it(path, start, end, forced):
     item = formats.slice_item(path, start, end, forced)
     assert formats.parse(item) == formats.Slice(path, start, end, forced or formats.format_of(path))
 
 
-@pytest.mark.parametrize("item, problem", [
-    ("/d.csv?start=5&end=2", "need 0 <= start <= end"),
-    ("/d.csv?start=x&end=3", "start and end must be integers"),
-    ("/d.csv?start=-1&end=3", "need 0 <= start <= end"),
-    ("/d.csv?start=1", "a slice needs both start and end"),
-    ("/d.csv?end=1", "a slice needs both start and end"),
-])
+@pytest.mark.parametrize(
+    "item, problem",
+    [
+        ("/d.csv?start=5&end=2", "need 0 <= start <= end"),
+        ("/d.csv?start=x&end=3", "start and end must be integers"),
+        ("/d.csv?start=-1&end=3", "need 0 <= start <= end"),
+        ("/d.csv?start=1", "a slice needs both start and end"),
+        ("/d.csv?end=1", "a slice needs both start and end"),
+    ],
+)
 def test_malformed_slices_are_refused_naming_the_problem(item, problem):
     with pytest.raises(formats.FormatError, match=re.escape(f"malformed slice {item!r}: {problem}")):
         formats.parse(item)

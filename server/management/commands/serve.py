@@ -60,14 +60,38 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, lambda signum, frame: self._stop(children))
         children += [
             subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "server.wsgi", "--bind", f"{host}:{port}",
-                 "--workers", str(workers), "--graceful-timeout", "10", "--log-level", "warning"],
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "server.wsgi",
+                    "--bind",
+                    f"{host}:{port}",
+                    "--workers",
+                    str(workers),
+                    "--graceful-timeout",
+                    "10",
+                    "--log-level",
+                    "warning",
+                ],
                 env=env,
             ),
             # Slices tables and large files (jobs with num_slices).
             subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "server", "worker", "--loglevel", "warning",
-                 "--concurrency", "1", "--hostname", f"shardline@{host}"],
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "server",
+                    "worker",
+                    "--loglevel",
+                    "warning",
+                    "--concurrency",
+                    "1",
+                    "--hostname",
+                    f"shardline@{host}",
+                ],
                 env=env,
             ),
         ]
@@ -125,7 +149,9 @@ class Command(BaseCommand):
         else:
             lines.append("  log in with the admin account created on the first run")
         if sample:
-            lines.append(f"  sample job: {sample.name!r} (id {sample.id}), {sample.units_count} files x {sample.num_epochs} epochs")
+            lines.append(
+                f"  sample job: {sample.name!r} (id {sample.id}), {sample.units_count} files x {sample.num_epochs} epochs"
+            )
         lines += [
             "  API token for workers:  .venv/bin/python manage.py create_token trainer --role worker",
             "Press Ctrl-C to stop.",
