@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv run test test-embedded bench clean-embedded soak
+.PHONY: venv run lint test test-embedded bench clean-embedded soak
 
 venv: $(STAMP)
 
@@ -18,6 +18,11 @@ $(STAMP): pyproject.toml
 
 run: venv
 	$(BIN)/python manage.py serve
+
+# ruff: lint (pyflakes, pycodestyle, import order) and the formatter's check.
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # The whole suite against DATABASE_URL (or the embedded Postgres when it is
 # unset). When DATABASE_URL names a server, the smoke subset also runs against

@@ -5,8 +5,8 @@ from django import forms
 from django.conf import settings
 
 from server import selectors
-from server.models import JobState
 from server.api.serializers import MAX_WORKER_LENGTH, JobCreateSerializer
+from server.models import JobState
 
 
 class JobForm(forms.Form):

@@ -22,7 +22,6 @@ from server.services import accounts
 
 from .support import Api, ServerProcess, database_url
 
-
 # One Celery queue per test session: server processes and Celery workers
 # started by the tests inherit it, so parallel runs never take each other's
 # tasks. Unacknowledged tasks of a killed worker come back after 3 s.

@@ -23,7 +23,6 @@ from typing import Callable, Iterable, Iterator
 from . import errors
 from .leaser import Lease, Leaser, mark_at_end
 
-
 _NOTHING = object()
 
 

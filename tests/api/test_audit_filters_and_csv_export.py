@@ -20,7 +20,7 @@ def audited_job(worker_client, job_name):
             job["id"],
             worker,
             count=1,
-            complete=[{"id": l["id"], "token": l["token"], "records": 5} for l in done],
+            complete=[{"id": lease["id"], "token": lease["token"], "records": 5} for lease in done],
         )
     return job
 

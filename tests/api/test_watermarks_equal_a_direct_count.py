@@ -58,7 +58,7 @@ def test_watermarks_match_the_items_after_a_random_mix_of_operations(worker_clie
 def test_watermarks_report_rate_eta_and_live_workers(worker_client, job_name):
     job = create_job(worker_client, job_name, [f"/d/{i}" for i in range(10)])
     leases = take(worker_client, job["id"], "w1", 4)["leases"]
-    take(worker_client, job["id"], "w2", 1, complete=[{"id": l["id"], "token": l["token"]} for l in leases])
+    take(worker_client, job["id"], "w2", 1, complete=[{"id": lease["id"], "token": lease["token"]} for lease in leases])
     marks = worker_client.get(f"/api/v1/jobs/{job['id']}/watermarks/").json()
     assert marks["done"] == 4 and marks["leased"] == 1 and marks["pending"] == 5
     # Four completions within the last minute (the previous minute's rows

@@ -15,7 +15,7 @@ import time
 
 from tests.support import wait_until
 
-from .harness import Worker, audit, done_count, job_id_named
+from .harness import Worker, audit, done_count
 
 LEASE = 2.0
 # `make soak` scales the run up (SHARDLINE_CHAOS_SCALE=6: about a minute and a half of kills).

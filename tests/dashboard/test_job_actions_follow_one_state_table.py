@@ -5,7 +5,6 @@ import html
 import pytest
 
 from server.models import ACTIONS, Item, Job, JobAction, JobState
-
 from tests.api.helpers import create_job, take
 
 pytestmark = pytest.mark.django_db

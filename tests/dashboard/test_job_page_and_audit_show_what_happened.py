@@ -14,7 +14,13 @@ def busy_job(worker_client, job_name):
     )
     for worker in ("fast-1", "fast-2", "slow"):
         leases = take(worker_client, job["id"], worker, 2)["leases"]
-        take(worker_client, job["id"], worker, 1, complete=[{"id": l["id"], "token": l["token"]} for l in leases])
+        take(
+            worker_client,
+            job["id"],
+            worker,
+            1,
+            complete=[{"id": lease["id"], "token": lease["token"]} for lease in leases],
+        )
     lease = take(worker_client, job["id"], "slow")["leases"][0]
     worker_client.post(
         f"/api/v1/leases/{lease['id']}/fail/",

@@ -74,7 +74,7 @@ def test_retry_failed_items_puts_them_back_to_pending(browser_for, worker_client
     assert "1 failed item put back to pending" in response.content.decode()
     marks = worker_client.get(f"/api/v1/jobs/{job['id']}/watermarks/").json()
     assert (marks["state"], marks["pending"], marks["failed"]) == ("running", 1, 0)
-    assert [l["item"] for l in take(worker_client, job["id"])["leases"]] == ["/bad"]
+    assert [lease["item"] for lease in take(worker_client, job["id"])["leases"]] == ["/bad"]
 
 
 def test_forms_and_actions_need_the_csrf_token(browser_for, job):

@@ -56,7 +56,7 @@ def test_an_expired_lease_is_pending_everywhere_before_anyone_takes_again(
 def test_eta_only_while_running_and_no_rate_or_workers_once_ended(worker_client, admin_client, job_name):
     job = create_job(worker_client, job_name, [f"/d/{i}" for i in range(6)])
     leases = take(worker_client, job["id"], "w1", 2)["leases"]
-    take(worker_client, job["id"], "w1", 1, complete=[{"id": l["id"], "token": l["token"]} for l in leases])
+    take(worker_client, job["id"], "w1", 1, complete=[{"id": lease["id"], "token": lease["token"]} for lease in leases])
     running = marks(worker_client, job["id"])
     assert running["state"] == "running" and running["eta_seconds"] > 0 and running["live_workers"] == 1
 

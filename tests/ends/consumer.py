@@ -10,8 +10,8 @@ what these tests are about. Each record read is printed as
 import argparse
 import faulthandler
 import os
-import signal
 import random
+import signal
 import sys
 import threading
 import time

@@ -2,9 +2,9 @@ import time
 
 import pytest
 
+from tests.support import free_port
 from worker_sdk import ConnectionError as ShardlineConnectionError
 from worker_sdk import WorkQueue
-from tests.support import free_port
 
 
 def test_unreachable_server_raises_connection_error_after_retrying():

@@ -25,7 +25,7 @@ def lease_worker(base: str, key: str, job_id: int, name: str, out_path: str, sta
         body = {
             "worker": name,
             "count": rng.randint(1, 4),
-            "complete": [{"id": l["id"], "token": l["token"]} for l in held],
+            "complete": [{"id": lease["id"], "token": lease["token"]} for lease in held],
         }
         response = session.post(f"{base}/api/v1/jobs/{job_id}/leases/", json=body, timeout=30)
         response.raise_for_status()

@@ -37,7 +37,7 @@ def main():
             item = queue.take()
         except tf.errors.OutOfRangeError:
             break
-        lines = tf.data.TextLineDataset(item).map(lambda l: tf.io.decode_csv(l, [0.0, 0.0, 0]))
+        lines = tf.data.TextLineDataset(item).map(lambda line: tf.io.decode_csv(line, [0.0, 0.0, 0]))
         for x0, x1, label in lines.batch(16):
             with tf.GradientTape() as tape:
                 loss = loss_fn(label, model(tf.stack([x0, x1], axis=1)))
