@@ -43,3 +43,20 @@ def test_every_item_is_leased_once_although_half_the_take_answers_were_lost(sdk_
     rows = live_api().get(f"/api/v1/jobs/{job_id}/items/").json()["results"]
     assert sorted((row["item"], row["state"], row["attempts"]) for row in rows) == [(w, "done", 1) for w in works]
     queue.close()
+
+
+def test_a_closed_queue_reconnects_and_heartbeats_again_when_used(sdk_env):
+    queue = WorkQueue(["/a", "/b", "/c"], shuffle=False)
+    with queue.lease() as item:
+        assert item == "/a"
+    stopped = queue._leaser_obj
+    queue.close()
+    assert queue._client.transport._session is None  # its connections are closed
+    stopped._thread.join(timeout=10)
+    assert not stopped._thread.is_alive()
+
+    iterator = queue.items()
+    assert next(iterator) == "/b"
+    assert queue._leaser_obj is not stopped and queue._leaser_obj._thread.is_alive()
+    assert list(iterator) == ["/c"]
+    assert queue.watermarks()["state"] == "done"
