@@ -92,7 +92,7 @@ if _database_url:
     _database = parse_database_url(_database_url)
     DATABASE_IS_EMBEDDED = False
 else:
-    _database = embedded_pg.ensure_running()
+    _database = embedded_pg.database_settings()
     DATABASE_IS_EMBEDDED = True
 # Persistent connections: the lease hot path is a few milliseconds, a new
 # connection per request would double it.

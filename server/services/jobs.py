@@ -8,18 +8,15 @@ import logging
 import secrets
 from dataclasses import dataclass, field
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from .. import sql
+from .. import sql, tasks
 from ..errors import InvalidTransition, JobSpecConflict, NotFound
 from ..models import ACTIONS, ACTIVE_STATES, Event, EventKind, Job, JobAction, JobState
+from . import units
 
 log = logging.getLogger("shardline.jobs")
-
-# The fields that make a job's identity besides its name. Two creates with
-# the same name and the same values here are the same job.
-SPEC_FIELDS = ("works", "num_epochs", "shuffle", "seed", "prefix", "num_slices")
 
 
 @dataclass(frozen=True)
@@ -81,9 +78,7 @@ def differing_fields(job: Job, spec: JobSpec) -> list[str]:
 def create_or_attach(spec: JobSpec, user=None) -> tuple[Job, bool]:
     """Returns (job, created). Exactly one job results however many callers race."""
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            # Serialises creators of one name; creators of other names do not wait.
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [spec.name])
+        sql.run("lock_job_name", {"name": spec.name})
         existing = Job.objects.filter(name=spec.name).first()
         if existing is not None:
             differs = differing_fields(existing, spec)
@@ -112,17 +107,15 @@ def create_or_attach(spec: JobSpec, user=None) -> tuple[Job, bool]:
         )
         # While slicing, the units are the works themselves; the slicing task
         # replaces them with record ranges.
-        _insert_units(job, [(spec.prefix or "") + work for work in spec.works])
+        units.write_units(job.id, (((spec.prefix or "") + work, None) for work in spec.works))
         if spec.num_slices:
-            from .. import tasks
-
             # After commit: the worker must find the job it is told about.
             transaction.on_commit(lambda: tasks.slice_job.delay(job.id))
             message = (
                 f"{len(spec.works)} works to slice into {spec.num_slices} items per epoch, {spec.num_epochs} epochs"
             )
         else:
-            materialise_epoch(job.id, 0)
+            units.materialise_epoch(job.id, 0)
             message = f"{len(spec.works)} items per epoch, {spec.num_epochs} epochs"
         Event.objects.create(job=job, kind=EventKind.CREATED, message=message)
         job.refresh_from_db()
@@ -130,39 +123,6 @@ def create_or_attach(spec: JobSpec, user=None) -> tuple[Job, bool]:
         "job created", extra={"event": "job_created", "job": job.id, "job_name": job.name, "count": job.units_count}
     )
     return job, True
-
-
-COPY_BATCH = 50_000
-
-
-def _insert_units(job: Job, items: list[str]) -> None:
-    # COPY in text format, written in large blocks: a million rows in well
-    # under a second, where INSERTs would take minutes. Backslashes, tabs and
-    # line breaks in items are escaped as COPY's text format requires.
-    with connection.cursor() as cursor:
-        with cursor.cursor.copy("COPY shardline_unit (job_id, idx, item) FROM STDIN") as copy:
-            prefix = f"{job.id}\t"
-            for start in range(0, len(items), COPY_BATCH):
-                block = items[start : start + COPY_BATCH]
-                copy.write(
-                    "".join(f"{prefix}{start + offset}\t{_copy_text(item)}\n" for offset, item in enumerate(block))
-                )
-
-
-def _copy_text(value: str) -> str:
-    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
-        value = value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    return value
-
-
-def materialise_epoch(job_id: int, epoch: int) -> bool:
-    """Creates the items of one epoch; False when another caller has it (or had it) already."""
-    with connection.cursor() as cursor:
-        cursor.execute(sql.statement("materialise_epoch"), {"job": job_id, "epoch": epoch})
-        created = cursor.fetchone() is not None
-    if created:
-        log.info("epoch materialised", extra={"event": "epoch_materialised", "job": job_id, "epoch": epoch})
-    return created
 
 
 def get_job(job_id: int) -> Job:
@@ -240,8 +200,7 @@ def mark_running(job_id: int) -> None:
 
 def mark_done(job_id: int) -> None:
     if Job.objects.filter(pk=job_id, state__in=ACTIVE_STATES).update(state=JobState.DONE, finished_at=timezone.now()):
-        Event.objects.create(job_id=job_id, kind=EventKind.STATE, message="running -> done (every item done or failed)")
-        log.info("job done", extra={"event": "job_state", "job": job_id, "previous": "running", "state": "done"})
+        _record_done(job_id)
 
 
 def finish_if_done(job_id: int) -> bool:
@@ -250,21 +209,12 @@ def finish_if_done(job_id: int) -> bool:
     One guarded statement, read from the partial indexes: a take that finds
     the job exhausted does the same through mark_done.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            UPDATE shardline_job AS j
-               SET state = 'done', finished_at = now(), updated_at = now()
-             WHERE j.id = %(job)s AND j.state IN ('ready', 'running')
-               AND j.epochs_materialised = j.num_epochs
-               AND NOT EXISTS (SELECT 1 FROM shardline_item WHERE job_id = %(job)s AND state = 'pending')
-               AND NOT EXISTS (SELECT 1 FROM shardline_item WHERE job_id = %(job)s AND state = 'leased')
-            RETURNING j.id
-            """,
-            {"job": job_id},
-        )
-        finished = cursor.fetchone() is not None
+    finished = bool(sql.run("finish_if_done", {"job": job_id}))
     if finished:
-        Event.objects.create(job_id=job_id, kind=EventKind.STATE, message="running -> done (every item done or failed)")
-        log.info("job done", extra={"event": "job_state", "job": job_id, "previous": "running", "state": "done"})
+        _record_done(job_id)
     return finished
+
+
+def _record_done(job_id: int) -> None:
+    Event.objects.create(job_id=job_id, kind=EventKind.STATE, message="running -> done (every item done or failed)")
+    log.info("job done", extra={"event": "job_state", "job": job_id, "previous": "running", "state": "done"})

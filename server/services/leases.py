@@ -13,7 +13,7 @@ from datetime import datetime
 from .. import metrics, sql
 from ..errors import JobCancelled, JobFailed, LeaseLost, NotFound
 from ..models import JobState
-from . import jobs
+from . import jobs, units
 
 log = logging.getLogger("shardline.leases")
 
@@ -89,7 +89,7 @@ def take(
             leases += _take_once(job_id, worker, consumer, count - len(leases))[1]
         epoch = job["epochs_materialised"]
         while len(leases) < count and epoch < job["num_epochs"] and not deferred:
-            if not jobs.materialise_epoch(job_id, epoch):
+            if not units.materialise_epoch(job_id, epoch):
                 break  # another taker holds the job row: it is creating this epoch
             epoch += 1
             leases += _take_once(job_id, worker, consumer, count - len(leases))[1]

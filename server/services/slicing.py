@@ -14,14 +14,14 @@ import math
 import time
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from worker_sdk import formats
 
 from .. import sources
 from ..models import Event, EventKind, Job, JobState, Unit
-from . import jobs
+from .units import materialise_epoch, write_units
 
 log = logging.getLogger("shardline.slicing")
 
@@ -161,18 +161,14 @@ def _install(job: Job, units: list[tuple[str, int | None]]) -> str:
         job = Job.objects.select_for_update().get(pk=job.pk)
         if not _slicing(job):
             return f"job {job.pk} was sliced (or cancelled) meanwhile"
-        Unit.objects.filter(job_id=job.pk).delete()
-        with connection.cursor() as cursor:
-            with cursor.cursor.copy('COPY shardline_unit (job_id, idx, item, "offset") FROM STDIN') as copy:
-                for idx, (item, offset) in enumerate(units):
-                    copy.write_row((job.pk, idx, item, offset))
+        write_units(job.pk, units, replace=True)
         job.units_count = len(units)
         if job.state == JobState.PAUSED:
             job.resume_state = JobState.READY
         else:
             job.state = JobState.READY
         job.save(update_fields=["units_count", "state", "resume_state", "updated_at"])
-        jobs.materialise_epoch(job.pk, 0)
+        materialise_epoch(job.pk, 0)
         Event.objects.create(job=job, kind=EventKind.STATE, message=f"sliced into {len(units)} items per epoch")
     log.info("job sliced", extra={"event": "job_sliced", "job": job.pk, "job_name": job.name, "count": len(units)})
     return f"job {job.pk} sliced into {len(units)} items"

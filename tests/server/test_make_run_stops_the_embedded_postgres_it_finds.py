@@ -62,3 +62,16 @@ def test_serve_stops_the_postgres_that_migrate_left_running(tmp_path):
             os.killpg(serve.pid, signal.SIGKILL)
     assert "stopped the embedded Postgres (started by an earlier command)" in rest, rest
     assert not pidfile.exists()
+
+
+@pytest.mark.timeout(60)
+def test_commands_that_do_not_connect_start_no_postgres(tmp_path):
+    # Importing the settings starts nothing: the embedded Postgres is started
+    # by the first connection, so these leave no server (and no data folder).
+    home = tmp_path / "home"
+    for args in (("check",), ("embedded_pg", "status")):
+        command = manage(home, *args)
+        output, _ = command.communicate(timeout=50)
+        assert command.returncode == 0, output
+    assert "stopped" in output, output
+    assert not (home / "pgdata").exists(), sorted(p.name for p in home.iterdir())

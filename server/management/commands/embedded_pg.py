@@ -11,8 +11,8 @@ class Command(BaseCommand):
 
     def handle(self, action, **options):
         if action == "start":
-            database = embedded_pg.ensure_running()
-            self.stdout.write(f"running: socket {database['HOST']}, database {database['NAME']}")
+            socket_dir, _port = embedded_pg.ensure_running()
+            self.stdout.write(f"running: socket {socket_dir}, database {embedded_pg.DATABASE_NAME}")
         elif action == "stop":
             self.stdout.write("stopped" if embedded_pg.stop() else "not running")
         else:

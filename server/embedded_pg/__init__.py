@@ -6,6 +6,11 @@ listens on a Unix socket inside that folder only, so two checkouts never fight
 over a port, and it keeps running between commands (``manage.py embedded_pg
 stop`` stops it; ``make run`` stops it on Ctrl-C, whoever started it, unless
 another process still uses it).
+
+Nothing starts it at import: ``database_settings()`` is the DATABASES entry,
+whose backend (``server.embedded_pg.base``) starts the server, if it is not
+running, when a process first connects. Commands that never connect
+(``manage.py embedded_pg status``, ``check``) start nothing.
 """
 
 from __future__ import annotations
@@ -15,13 +20,13 @@ import os
 import warnings
 from pathlib import Path
 
-from .conf import env_str
+from ..conf import env_str
 
 log = logging.getLogger("shardline.embedded_pg")
 
 DATABASE_NAME = "shardline"
 AUTOVACUUM_NAPTIME = "10s"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def home() -> Path:
@@ -74,8 +79,21 @@ def is_running() -> bool:
 started_here = False
 
 
-def ensure_running() -> dict:
-    """Starts the server if needed and returns Django's DATABASES entry for it."""
+def database_settings() -> dict:
+    """Django's DATABASES entry for the embedded server (its socket is filled in when a connection opens)."""
+    return {
+        "ENGINE": "server.embedded_pg",
+        "NAME": DATABASE_NAME,
+        "USER": "postgres",
+        "PASSWORD": "",
+        "HOST": "",
+        "PORT": "",
+        "OPTIONS": {},
+    }
+
+
+def ensure_running() -> tuple[str, str]:
+    """Starts the server if needed; returns its (socket directory, port)."""
     global started_here
     running = _postmaster()
     if running is None:
@@ -93,15 +111,7 @@ def ensure_running() -> dict:
             raise RuntimeError(f"the embedded Postgres in {data} did not start; see {data / 'log'}")
     _pid, socket_dir, port = running
     _ensure_database(socket_dir, port)
-    return {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": DATABASE_NAME,
-        "USER": "postgres",
-        "PASSWORD": "",
-        "HOST": socket_dir,
-        "PORT": port,
-        "OPTIONS": {},
-    }
+    return socket_dir, port
 
 
 def _ensure_database(socket_dir: str, port: str) -> None:
@@ -155,7 +165,3 @@ def stop(mode: str = "fast") -> bool:
         return False
     _pg_ctl("-w", "-m", mode, "stop")
     return True
-
-
-def start() -> None:
-    ensure_running()
