@@ -1,76 +1,104 @@
-"""parse_take (the hot path) and TakeSerializer (the OpenAPI schema) agree on every input."""
+"""parse_take, the take's one validator, accepts exactly what the published OpenAPI schema describes."""
 
+import jsonschema
 import pytest
+from django.conf import settings
+from drf_spectacular.generators import SchemaGenerator
 from rest_framework import serializers
 
-from server.api.serializers import TakeSerializer, parse_take
+from server.api.serializers import parse_take
 
+# JSON bodies as a worker could send them: valid ones, and each way to be wrong.
 CASES = [
     {"worker": "w"},
     {"worker": " w ", "count": 3},
+    {"worker": "w", "count": 1000},
     {"worker": "w", "complete": [{"id": 1, "token": 2}]},
     {"worker": "w", "complete": [{"id": 1, "token": 2, "records": 0}, {"id": 5, "token": 9, "records": None}]},
+    {"worker": "w", "complete": [{"id": 1, "token": 2**63 - 1}] * 1000},
+    {"worker": "w", "consumer": "main"},
+    {"worker": "x" * 255},
     {},
     {"worker": ""},
-    {"worker": "   "},
-    {"worker": "w\x00"},
+    {"worker": 5},
     {"worker": "x" * 256},
     {"worker": "w", "count": 0},
     {"worker": "w", "count": 1001},
     {"worker": "w", "count": 2.5},
-    {"worker": "w", "count": True},
+    {"worker": "w", "count": "3"},
     {"worker": "w", "complete": {}},
     {"worker": "w", "complete": [5]},
     {"worker": "w", "complete": [{"id": 1}]},
+    {"worker": "w", "complete": [{"id": "1", "token": 2}]},
     {"worker": "w", "complete": [{"id": 0, "token": 1}]},
     {"worker": "w", "complete": [{"id": 1, "token": 2**63}]},
     {"worker": "w", "complete": [{"id": 1, "token": 2, "records": -1}]},
-    {"worker": "w", "complete": [{"id": 1, "token": 2, "extra": 1}]},
-    {"worker": "w", "colour": "blue"},
-    {"worker": "w", "consumer": "main"},
-    {"worker": "w", "consumer": " main "},
+    {"worker": "w", "complete": [{"id": 1, "token": 2}] * 1001},
     {"worker": "w", "consumer": ""},
+    {"worker": "w", "consumer": 5},
     {"worker": "w", "consumer": "c" * 256},
     [],
 ]
 
-
-def serializer_answer(data):
-    serializer = TakeSerializer(data=data)
-    if not serializer.is_valid():
-        return None
-    value = serializer.validated_data
-    return {
-        "worker": value["worker"],
-        "consumer": value.get("consumer", value["worker"]),
-        "count": value["count"],
-        "complete": [{"id": c["id"], "token": c["token"], "records": c["records"]} for c in value["complete"]],
-    }
-
-
-def parse_answer(data):
-    try:
-        return parse_take(data)
-    except serializers.ValidationError:
-        return None
-
-
-# DRF would coerce these (5 -> "5", "3" -> 3); the hot path takes JSON types as they are.
-COERCED = [
-    {"worker": 5},
-    {"worker": "w", "count": "3"},
-    {"worker": "w", "complete": [{"id": "1", "token": 2}]},
-    {"worker": "w", "consumer": 5},
+# What parse_take refuses beyond what the schema can say, and why.
+BEYOND_THE_SCHEMA = [
+    {"worker": "   "},  # blank once stripped
+    {"worker": "w\x00"},  # Postgres text cannot hold NUL
+    {"worker": "w", "consumer": "  "},
+    {"worker": "w", "count": True},  # JSON Schema's integer: a bool is not one in JSON, but is in Python
+    {"worker": "w", "colour": "blue"},  # unknown fields are refused (a typo is an error)
+    {"worker": "w", "complete": [{"id": 1, "token": 2, "extra": 1}]},
 ]
 
 
-@pytest.mark.parametrize("data", COERCED, ids=[repr(c)[:40] for c in COERCED])
-def test_the_hot_path_refuses_what_drf_would_coerce(data):
-    assert serializer_answer(data) is not None
-    assert parse_answer(data) is None
+@pytest.fixture(scope="module")
+def take_schema():
+    assert settings.SHARDLINE_MAX_TAKE == 1000, "the cases are written for the default limit"
+    document = SchemaGenerator().get_schema(request=None, public=True)
+    path = "/api/v1/jobs/{job_id}/leases/"
+    body = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    # The components, as a JSON Schema document that the request's $ref resolves in.
+    return {**body, "components": document["components"]}
+
+
+def json_schema(node):
+    """OpenAPI 3.0's ``nullable: true`` as JSON Schema says it (a null type)."""
+    if isinstance(node, list):
+        return [json_schema(value) for value in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: json_schema(value) for key, value in node.items()}
+    if node.pop("nullable", False):
+        node["type"] = [node["type"], "null"]
+    return node
+
+
+def schema_accepts(schema, data) -> bool:
+    return jsonschema.Draft4Validator(json_schema(schema)).is_valid(data)
+
+
+def validator_accepts(data) -> bool:
+    try:
+        parse_take(data)
+    except serializers.ValidationError:
+        return False
+    return True
 
 
 @pytest.mark.parametrize("data", CASES, ids=[repr(c)[:40] for c in CASES])
-def test_both_accept_or_reject_alike(data, settings):
-    settings.SHARDLINE_MAX_TAKE = 1000
-    assert parse_answer(data) == serializer_answer(data)
+def test_the_validator_accepts_what_the_schema_describes(take_schema, data):
+    assert validator_accepts(data) == schema_accepts(take_schema, data)
+
+
+@pytest.mark.parametrize("data", BEYOND_THE_SCHEMA, ids=[repr(c)[:40] for c in BEYOND_THE_SCHEMA])
+def test_the_validator_refuses_more_than_the_schema_can_say(take_schema, data):
+    assert not validator_accepts(data)
+
+
+def test_a_valid_body_is_stripped_and_completed_with_defaults():
+    assert parse_take({"worker": " w ", "complete": [{"id": 1, "token": 2}]}) == {
+        "worker": "w",
+        "consumer": "w",
+        "count": 1,
+        "complete": [{"id": 1, "token": 2, "records": None}],
+    }
