@@ -276,10 +276,6 @@ def offsets_of(work: Work, records: list[int]) -> list[int | None]:
         return [_record_offset(work, handle, record) for record in records]
 
 
-def offset_of(work: Work, record: int) -> int | None:
-    return offsets_of(work, [record])[0]
-
-
 def _record_offset(work: Work, handle, record: int) -> int:
     position = bisect.bisect_right(work.index, (record, float("inf"))) - 1
     known, offset = work.index[position]

@@ -41,4 +41,4 @@ def test_a_last_line_without_newline_counts(tmp_path):
     path.write_bytes(b"a\nb\nc")
     work = sources.expand(str(path))[0]
     sources.count(work)
-    assert work.records == 3 and sources.offset_of(work, 2) == 4
+    assert work.records == 3 and sources.offsets_of(work, [2]) == [4]
