@@ -34,7 +34,7 @@ import tensorflow as tf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from worker_sdk.staging import make_prefetch_hook, staged  # noqa: E402
+from worker_sdk.tf.staging import make_prefetch_hook, staged  # noqa: E402
 
 tf1 = tf.compat.v1
 SIZE = 128

@@ -39,10 +39,10 @@ _TF_EXPORTS = {"staged", "make_prefetch_hook"}
 def __getattr__(name):
     # staged / make_prefetch_hook need TensorFlow: import it only when asked.
     if name in _TF_EXPORTS:
-        from . import _tf_import
+        from .tf._require import require
 
-        _tf_import.require("worker_sdk." + name)
-        from . import staging
+        require("worker_sdk." + name)
+        from .tf import staging
 
         return getattr(staging, name)
     raise AttributeError(f"module 'worker_sdk' has no attribute {name!r}")

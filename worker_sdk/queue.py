@@ -25,6 +25,7 @@ import weakref
 from contextlib import contextmanager
 
 from . import errors
+from . import tf as tf_support
 from .client import Client
 from .leaser import Leaser
 from .stream import QueueExhausted, Stream, exhausted_message
@@ -133,13 +134,9 @@ class WorkQueue:
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         self._default: Stream | None = None
         _register(self)
-        if "tensorflow" in sys.modules:
-            # TensorFlow is loaded already: make the queue trackable, so that
-            # tf.train.Checkpoint(work_queue=wq) saves its position. (Without
-            # TensorFlow the SDK never imports it.)
-            from . import checkpoint
-
-            checkpoint.make_trackable(self)
+        # Trackable (tf.train.Checkpoint(work_queue=wq) saves its position)
+        # when TensorFlow is loaded already; without it nothing is imported.
+        tf_support.adopt(self)
 
     # -- DeepRec's read-only surface ------------------------------------
 
@@ -221,8 +218,7 @@ class WorkQueue:
         return stream
 
     def __getstate__(self):
-        # TensorFlow's tracking attributes (``_self_*``) stay in this process.
-        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_self_")}
+        state = dict(self.__dict__)
         state.update(_leaser_obj=None, _leaser_pid=None, _streams=None, _default=None, _state_lock=None)
         return state
 
@@ -275,7 +271,7 @@ class WorkQueue:
     #
     # A snapshot is the job's position on the server (its newest completion).
     # Saved in a model checkpoint (tf.train.Checkpoint(work_queue=wq), or a
-    # TF1 Saver: see worker_sdk.checkpoint), it is restored with the model:
+    # TF1 Saver: see worker_sdk.tf.checkpoint), it is restored with the model:
     # every item completed after it, and every lease held at the time, goes
     # back to pending and is read again. Items are handed out in (epoch,
     # position) order, and with a seed that order is the same on every run and
@@ -375,9 +371,7 @@ class WorkQueue:
 
     def saveable(self):
         """TF1 graphs: registers (once per graph) and returns the SaveableObject that Saver() saves."""
-        from . import checkpoint
-
-        return checkpoint.register_saveable(self)
+        return tf_support.saveable(self)
 
     def close(self) -> None:
         """Acknowledges items still held by consumers that reached their end, stops the heartbeat, closes connections.
@@ -393,18 +387,14 @@ class WorkQueue:
             self._leaser_obj = None
         self._client.close()
 
-    # -- TensorFlow (imported only here) --------------------------------------
+    # -- TensorFlow (worker_sdk.tf imports it when one of these is called) ----
 
     def take(self):
         """The next item as a scalar ``tf.string`` (eager) or an op that takes one per run (graph)."""
-        from . import tf as tf_support
-
         return tf_support.take(self)
 
     def input_dataset(self):
         """A ``tf.data.Dataset`` of scalar item strings (each completed when the next is read)."""
-        from . import tf as tf_support
-
         return tf_support.input_dataset(self)
 
     def dataset(self, reader=None, cycle_length=4, block_length=1, output_signature=None):
@@ -416,23 +406,18 @@ class WorkQueue:
         its reader raises; several items are read at once, so one slow item
         does not stall the stream.
         """
-        from . import tf as tf_support
-
         return tf_support.interleaved_dataset(self, reader, cycle_length, block_length, output_signature)
 
     def input_producer(self):
         """A local ``FIFOQueue(capacity=1)`` of works for ``reader.read_up_to``, fed by a QueueRunner."""
-        from . import tf as tf_support
-
         return tf_support.input_producer(self)
 
     def add_summary(self):
         """Watermark scalars for TensorBoard (summary ops in graph mode; written now in eager mode)."""
-        from . import tf as tf_support
-
         return tf_support.add_summary(self)
 
-    def _default_stream(self) -> Stream:
+    def default_stream(self) -> Stream:
+        """This process's shared stream: the one eager ``take()`` hands items from, one after another."""
         if self._default is None or self._leaser_pid != os.getpid():
             self._leaser()
             self._default = self.stream()

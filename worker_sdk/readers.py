@@ -53,7 +53,7 @@ def records(item: str, offset: int | None = None, format: str | None = None):
     reader = _tfrecords if piece.format == "tfrecord" else _lines
     with _open(piece.path) as handle:
         if piece.start is None:
-            yield from reader(handle, None)
+            yield from reader(handle)
             return
         if offset is not None:
             handle.seek(offset)
@@ -61,7 +61,7 @@ def records(item: str, offset: int | None = None, format: str | None = None):
         else:
             skip = piece.start
         produced = 0
-        for record in reader(handle, None):
+        for record in reader(handle):
             if skip:
                 skip -= 1
                 continue
@@ -75,14 +75,14 @@ def records(item: str, offset: int | None = None, format: str | None = None):
             )
 
 
-def _lines(handle, _limit):
+def _lines(handle):
     for line in handle:
         if line.endswith(b"\n"):
             line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
         yield line
 
 
-def _tfrecords(handle, _limit):
+def _tfrecords(handle):
     while True:
         header = handle.read(12)
         if not header:
@@ -121,7 +121,7 @@ def _parquet_rows(piece: formats.Slice):
 
 def dataset(item: str, offset: int | None = None, format: str | None = None):
     """The item's records as a ``tf.data.Dataset`` (scalar strings, or a dict of tensors for Parquet)."""
-    from ._tf_import import require
+    from .tf._require import require
 
     tf = require("worker_sdk.readers.dataset")
     piece = parse(item, format)

@@ -38,7 +38,7 @@ def test_an_explicit_saver_saves_and_restores_the_queue_in_a_graph(sdk_env, tmp_
     import tensorflow as tf
 
     from worker_sdk import WorkQueue
-    from worker_sdk.checkpoint import WorkQueueSaveable
+    from worker_sdk.tf.checkpoint import WorkQueueSaveable
 
     queue = WorkQueue([f"/g/{i}" for i in range(5)], shuffle=False, name="graph_saver")
     with tf.Graph().as_default() as graph:

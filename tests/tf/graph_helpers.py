@@ -1,9 +1,9 @@
-"""Graph-mode building blocks shared by the tests of worker_sdk/staging.py."""
+"""Graph-mode building blocks shared by the tests of worker_sdk/tf/staging/."""
 
 import pytest
 import tensorflow as tf
 
-from worker_sdk.staging import make_prefetch_hook
+from worker_sdk.tf.staging import make_prefetch_hook
 
 tf1 = tf.compat.v1
 # Bounds every take: a regression that blocks fails with DeadlineExceeded

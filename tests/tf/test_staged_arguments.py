@@ -3,8 +3,8 @@
 import pytest
 import tensorflow as tf
 
-from worker_sdk import staging
-from worker_sdk.staging import make_prefetch_hook, staged
+from worker_sdk.tf import staging
+from worker_sdk.tf.staging import make_prefetch_hook, staged
 
 from .graph_helpers import tf1
 

@@ -3,7 +3,7 @@
 import pytest
 import tensorflow as tf
 
-from worker_sdk.staging import make_prefetch_hook, staged
+from worker_sdk.tf.staging import make_prefetch_hook, staged
 
 from .graph_helpers import RUN, not_found_at, numbers, take_until_closed, tf1
 

@@ -3,7 +3,7 @@
 import pytest
 import tensorflow as tf
 
-from worker_sdk.staging import staged
+from worker_sdk.tf.staging import staged
 
 pytestmark = pytest.mark.tf
 

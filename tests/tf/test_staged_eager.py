@@ -6,7 +6,7 @@ import threading
 import pytest
 import tensorflow as tf
 
-from worker_sdk.staging import staged
+from worker_sdk.tf.staging import staged
 
 from .graph_helpers import not_found_at
 
@@ -102,7 +102,7 @@ def test_a_closed_exception_ends_the_iteration(closed):
 
 
 def test_an_ignored_exception_skips_the_element_with_one_warning_line(caplog):
-    caplog.set_level(logging.WARNING, logger="worker_sdk.staging")
+    caplog.set_level(logging.WARNING, logger="worker_sdk.tf.staging")
     iterator = staged(numbers_failing_at(8, [2, 5]), capacity=2, ignored_exception_types=(tf.errors.NotFoundError,))
 
     assert [int(x) for x in iterator] == [0, 1, 3, 4, 6, 7]

@@ -5,7 +5,7 @@ import logging
 import pytest
 import tensorflow as tf
 
-from worker_sdk.staging import make_prefetch_hook, staged
+from worker_sdk.tf.staging import make_prefetch_hook, staged
 
 from .graph_helpers import RUN, not_found_at, numbers, take_until_closed, tf1
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.tf
     "ignored", [tf.errors.NOT_FOUND, tf.errors.NotFoundError], ids=["error-code", "exception-class"]
 )
 def test_ignored_errors_skip_their_elements_and_log_one_warning_line_each(ignored, caplog):
-    caplog.set_level(logging.WARNING, logger="worker_sdk.staging")
+    caplog.set_level(logging.WARNING, logger="worker_sdk.tf.staging")
     with tf.Graph().as_default():
         staged_number = staged(not_found_at(numbers(12), [2, 7]), capacity=2, ignored_exception_types=(ignored,))
         with tf1.train.MonitoredTrainingSession(hooks=[make_prefetch_hook()]) as sess:

@@ -5,7 +5,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from worker_sdk.staging import make_prefetch_hook, staged
+from worker_sdk.tf.staging import make_prefetch_hook, staged
 
 from .graph_helpers import numbers, tf1
 

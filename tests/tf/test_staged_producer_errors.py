@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from worker_sdk.staging import make_prefetch_hook, staged
+from worker_sdk.tf.staging import make_prefetch_hook, staged
 
 from .graph_helpers import RUN, not_found_at, numbers, tf1
 

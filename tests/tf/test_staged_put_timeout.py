@@ -6,7 +6,7 @@ import threading
 import pytest
 import tensorflow as tf
 
-from worker_sdk.staging import make_prefetch_hook, staged
+from worker_sdk.tf.staging import make_prefetch_hook, staged
 
 from .graph_helpers import RUN, numbers, tf1
 
@@ -32,7 +32,7 @@ class WarningSignal(logging.Handler):
 @pytest.fixture
 def put_timeout_warnings():
     handler = WarningSignal("a put has waited more than")
-    logger = logging.getLogger("worker_sdk.staging")
+    logger = logging.getLogger("worker_sdk.tf.staging")
     logger.addHandler(handler)
     try:
         yield handler

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from worker_sdk.staging import staged
+from worker_sdk.tf.staging import staged
 
 from .graph_helpers import numbers, run_hooked
 

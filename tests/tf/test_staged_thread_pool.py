@@ -5,7 +5,7 @@ import logging
 import pytest
 import tensorflow as tf
 
-from worker_sdk.staging import make_prefetch_hook, staged
+from worker_sdk.tf.staging import make_prefetch_hook, staged
 
 from .graph_helpers import RUN, numbers, tf1
 
@@ -49,7 +49,7 @@ def test_a_pool_missing_from_the_session_config_is_reported_to_the_consumer():
 
 
 def test_a_stage_subgraph_stream_id_warns_that_stock_tensorflow_has_one_stream(caplog):
-    caplog.set_level(logging.WARNING, logger="worker_sdk.staging")
+    caplog.set_level(logging.WARNING, logger="worker_sdk.tf.staging")
     with tf.Graph().as_default():
         staged(tf.constant(1), stage_subgraph_stream_id=2)
 

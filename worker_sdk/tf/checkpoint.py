@@ -12,7 +12,9 @@ the queue's (other works, epochs, seed...) is ignored with a warning.
 - TF2: ``tf.train.Checkpoint(model=model, work_queue=wq)``. The queue is a
   ``Trackable`` (``_serialize_to_tensors`` / ``_restore_from_tensors``):
   ``save()`` takes a snapshot, ``restore()`` restores it (eagerly, at once, or
-  when the queue is attached to an already-restored checkpoint).
+  when the queue is attached to an already-restored checkpoint). A queue
+  becomes trackable in place: its class is swapped for a subclass of its own
+  class and ``TrackableQueue`` (``make_trackable``).
 - TF1 graphs: a ``SaveableObject`` in the graph's ``SAVEABLE_OBJECTS``
   collection, which ``tf.compat.v1.train.Saver()`` (``var_list=None``) and
   the default Scaffold saver of ``MonitoredTrainingSession`` include. It is
@@ -24,50 +26,42 @@ the queue's (other works, epochs, seed...) is ignored with a warning.
 Restores are idempotent on the server, so every worker of a restarted run may
 restore the checkpoint, or only the chief. After a restore the queue forgets
 the leases it held (the server fenced them).
+
+Only the queue's public API is used (``spec_digest``, ``checkpoint_state``,
+``restore_checkpoint_state``, ``name``), and the TensorFlow internals come
+from ``worker_sdk.tf.internals``.
 """
 
 from __future__ import annotations
 
-import sys
+import threading
 import weakref
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._tf_import import require
-from .queue import WorkQueue
+from ._require import require
 
 tf = require("WorkQueue checkpoints")
 
-from tensorflow.python.trackable import base as _trackable  # noqa: E402
-from tensorflow.python.training.saving import saveable_object as _saveable  # noqa: E402
+from .internals import SaveableObject, SaveSpec, Trackable, called_by_restore  # noqa: E402
+
+if TYPE_CHECKING:
+    from ..queue import WorkQueue
 
 DIGEST_KEY = "works_digest"
 STATE_KEY = "snapshot"
 
 
-def _called_by_restore() -> bool:
-    """True while TensorFlow's restore asks which tensors a trackable has.
+class TrackableQueue(Trackable):
+    """What a queue gains to be saved and restored by ``tf.train.Checkpoint`` (see the module docstring).
 
-    Restoring calls ``_serialize_to_tensors`` only to learn the names and
-    types of the saved tensors; taking a snapshot on the server then would be
-    a wasted request (and a misleading snapshot row).
+    Mixed into a subclass of the queue's own class by ``make_trackable``.
     """
-    frame = sys._getframe(2)
-    for _ in range(6):
-        if frame is None:
-            return False
-        if frame.f_globals.get("__name__", "").startswith("tensorflow.python.checkpoint.restore"):
-            return True
-        frame = frame.f_back
-    return False
-
-
-class TrackableWorkQueue(WorkQueue, _trackable.Trackable):
-    """A WorkQueue that ``tf.train.Checkpoint`` can save and restore (see the module docstring)."""
 
     def _serialize_to_tensors(self):
         with tf.init_scope():
-            if _called_by_restore():
+            if called_by_restore():
                 state = b""
             else:
                 state = self.checkpoint_state()
@@ -84,19 +78,50 @@ class TrackableWorkQueue(WorkQueue, _trackable.Trackable):
         # Inside a tf.function (a restore that TensorFlow runs as a function).
         return tf.py_function(lambda d, s: _restore_flag(self, d.numpy(), s.numpy()), [digest, state], tf.bool).op
 
+    def __reduce__(self):
+        # Pickled (a spawned DataLoader worker, a deep copy) as a trackable
+        # instance of the same queue class; the class is rebuilt on the other
+        # side, since a class made at run time cannot be found by name.
+        # TensorFlow's tracking attributes (``_self_*``) stay in this process.
+        state = {k: v for k, v in self.__getstate__().items() if not k.startswith("_self_")}
+        return _new_trackable, (type(self).__bases__[0],), state
+
+
+_classes: dict[type, type] = {}
+_classes_lock = threading.Lock()
+
+
+def trackable_class(queue_class: type) -> type:
+    """The trackable subclass of ``queue_class`` (one per class, made on first use)."""
+    with _classes_lock:
+        cls = _classes.get(queue_class)
+        if cls is None:
+            cls = type(
+                f"Trackable{queue_class.__name__}",
+                (queue_class, TrackableQueue),
+                {"__module__": __name__, "__doc__": f"A {queue_class.__name__} that tf.train.Checkpoint can save."},
+            )
+            _classes[queue_class] = cls
+        return cls
+
+
+def _new_trackable(queue_class: type):
+    cls = trackable_class(queue_class)
+    return cls.__new__(cls)
+
+
+def make_trackable(queue: WorkQueue) -> WorkQueue:
+    """Makes the queue trackable in place (its state is unchanged) and returns it."""
+    if not isinstance(queue, TrackableQueue):
+        queue.__class__ = trackable_class(type(queue))
+    return queue
+
 
 def _restore_flag(queue: WorkQueue, digest: bytes, state: bytes):
     return np.bool_(queue.restore_checkpoint_state(digest, state) is not None)
 
 
-def make_trackable(queue: WorkQueue) -> WorkQueue:
-    """Turns a WorkQueue into a TrackableWorkQueue in place (its state is unchanged) and returns it."""
-    if not isinstance(queue, TrackableWorkQueue):
-        queue.__class__ = TrackableWorkQueue
-    return queue
-
-
-class WorkQueueSaveable(_saveable.SaveableObject):
+class WorkQueueSaveable(SaveableObject):
     """A TF1 SaveableObject: (spec digest, snapshot state), as DeepRec's WorkQueue saves (works digest, state)."""
 
     def __init__(self, queue: WorkQueue, name: str):
@@ -107,8 +132,8 @@ class WorkQueueSaveable(_saveable.SaveableObject):
             state = tf.compat.v1.py_func(queue.checkpoint_state, [], tf.string, stateful=True, name="snapshot")
             state.set_shape([])
         specs = [
-            _saveable.SaveSpec(digest, "", f"{name}/{DIGEST_KEY}"),
-            _saveable.SaveSpec(state, "", f"{name}/{STATE_KEY}"),
+            SaveSpec(digest, "", f"{name}/{DIGEST_KEY}"),
+            SaveSpec(state, "", f"{name}/{STATE_KEY}"),
         ]
         super().__init__(queue, specs, name)
 

@@ -1,24 +1,28 @@
-"""TensorFlow side of WorkQueue: take, input_dataset, input_producer, add_summary.
+"""WorkQueue's TensorFlow methods: take, input_dataset, input_producer, add_summary, dataset.
 
 Everything here runs the SDK's Python leasing through ``py_func`` /
 ``from_generator``, so the same queue object works eagerly, in
-``tf.function`` and in TF1 graphs under ``MonitoredTrainingSession``.
+``tf.function`` and in TF1 graphs under ``MonitoredTrainingSession``. Only
+the queue's public API is used.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._tf_import import require
-from .queue import WorkQueue
-from .stream import QueueExhausted, Stream, exhausted_message
+from ..stream import QueueExhausted, Stream, exhausted_message
+from ._require import require
 
 tf = require("WorkQueue's TensorFlow methods")
 
 from . import checkpoint  # noqa: E402  (needs TensorFlow too)
+
+if TYPE_CHECKING:
+    from ..queue import WorkQueue
 
 
 def _track(queue: WorkQueue) -> None:
@@ -51,7 +55,7 @@ def take(queue: WorkQueue):
     _track(queue)
     if tf.executing_eagerly():
         # Each call hands over the next item; the previous one is done.
-        return tf.constant(_next_bytes(queue._default_stream()))
+        return tf.constant(_next_bytes(queue.default_stream()))
     stream = queue.stream()
     with tf.name_scope(queue.name):
         work = tf.compat.v1.py_func(lambda: _py_take(stream), [], tf.string, stateful=True, name="take")
@@ -147,8 +151,8 @@ def add_summary(queue: WorkQueue):
 
 
 def interleaved_dataset(queue: WorkQueue, reader, cycle_length: int, block_length: int, output_signature):
-    from . import readers
-    from .interleave import interleave
+    from .. import readers
+    from ..interleave import interleave
 
     reader = reader or readers.records
     signature = output_signature or tf.TensorSpec(shape=[], dtype=tf.string)
