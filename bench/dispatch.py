@@ -58,7 +58,8 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
 
     from server import sql
 
-    text, names = sql.numbered("take")
+    # job["take"]: another version of take.sql's text (bench/trigger_ab.py).
+    text, names = sql.number(job["take"]) if "take" in job else sql.numbered("take")
     latencies, items = [], 0
     held = []
     # Autocommit, the one statement the server runs for a take that carries

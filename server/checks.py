@@ -14,6 +14,8 @@ def autovacuum_is_on(app_configs=None, databases=None, **kwargs):
         return []
     try:
         with connections["default"].cursor() as cursor:
+            # Inline, not sql.run: a check at migrate time, on a connection
+            # that serves no request, so nothing to prepare or name.
             cursor.execute("SELECT current_setting('autovacuum')")
             setting = cursor.fetchone()[0]
     except DatabaseError:

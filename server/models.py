@@ -213,7 +213,7 @@ class Counter(models.Model):
     """Per-epoch item counts, kept as deltas spread over a few shard rows.
 
     Every state change adds to the counter row of its epoch and of the shard of
-    the connection that made it; a watermark sums a handful of rows. Spreading
+    the connection that made it (the item trigger, migrations/0010); a watermark sums a handful of rows. Spreading
     over shards keeps concurrent takers from queueing on one hot row.
     """
 
@@ -235,7 +235,7 @@ class Counter(models.Model):
 class Throughput(models.Model):
     """Completions per minute, kept like Counter: one row per (job, minute, shard).
 
-    Written by the statements that complete leases (take.sql, complete.sql),
+    Written by the item trigger (migrations/0010) whenever items become done,
     so the rate of a watermark and the job page's throughput chart read a
     few rows per minute instead of counting the completions themselves (a
     job completing 1,000 items a second would otherwise count 1.8 million

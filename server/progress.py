@@ -7,7 +7,7 @@ costs four queries whatever its size: the counters rows, the expired leases
 live workers.
 
 An expired lease counts as pending, not leased: its holder stopped
-heartbeating, and the next take hands it out again (take.sql ``expired``).
+heartbeating, and the next take hands it out again (take.sql ``reclaimed``).
 Reclaiming expired leases in the background instead would need a process
 (Celery beat) whose absence would make every page wrong again; this read is
 true with no process running at all.
@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
+from . import sql
 from .models import FINAL_STATES, Job, JobState, Worker
 
 COUNTS = ("pending", "leased", "done", "failed")
@@ -164,46 +164,18 @@ def of_jobs(jobs: list[Job]) -> dict[int, JobProgress]:
 
 def _counts(ids: list[int]) -> dict[tuple[int, int], tuple[int, ...]]:
     """(pending, leased, done, failed, expired) per (job, epoch) with item rows."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT c.job_id, c.epoch, sum(c.pending), sum(c.leased), sum(c.done), sum(c.failed),
-                   coalesce(max(x.expired), 0)
-              FROM shardline_counter AS c
-              LEFT JOIN (SELECT job_id, epoch, count(*) AS expired
-                           FROM shardline_item
-                          WHERE job_id = ANY(%(ids)s) AND state = 'leased' AND expires_at < now()
-                          GROUP BY job_id, epoch) AS x ON x.job_id = c.job_id AND x.epoch = c.epoch
-             WHERE c.job_id = ANY(%(ids)s)
-             GROUP BY c.job_id, c.epoch
-            """,
-            {"ids": ids},
-        )
-        return {(row[0], row[1]): tuple(int(v) for v in row[2:]) for row in cursor.fetchall()}
+    return {(row.job_id, row.epoch): tuple(row[2:]) for row in sql.run("progress_counts", {"ids": ids})}
 
 
 def _rates(ids: list[int]) -> dict[int, float]:
-    """Completions per second over the last minute, from the per-minute rows (take.sql ``rated``).
+    """Completions per second over the last minute, from the per-minute rows (shardline_throughput).
 
     The minute before the current one counts for the part of it that lies
     within the last 60 seconds (the sliding-window estimate).
     """
     if not ids:
         return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT job_id,
-                   coalesce(sum(done) FILTER (WHERE minute = date_trunc('minute', now())), 0),
-                   coalesce(sum(done) FILTER (WHERE minute < date_trunc('minute', now())), 0),
-                   extract(epoch FROM now() - date_trunc('minute', now()))
-              FROM shardline_throughput
-             WHERE job_id = ANY(%s) AND minute >= date_trunc('minute', now()) - interval '1 minute'
-             GROUP BY job_id
-            """,
-            [ids],
-        )
-        return {
-            job_id: (float(current) + float(previous) * max(0.0, 60.0 - float(into)) / 60.0) / 60.0
-            for job_id, current, previous, into in cursor.fetchall()
-        }
+    return {
+        row.job_id: (row.current + row.previous * max(0.0, 60.0 - row.seconds_into) / 60.0) / 60.0
+        for row in sql.run("progress_rates", {"ids": ids})
+    }

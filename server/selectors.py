@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.db import connection
 from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from . import sql
 from .models import FINAL_STATES, Item, ItemState, Job, Worker
 
 
@@ -105,21 +105,7 @@ def workers(job: Job | None = None):
 
 def throughput(job: Job, minutes: int = 30) -> list[tuple[datetime, int]]:
     """Completions per minute over the last ``minutes`` minutes (zeros included), oldest first."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT minute, coalesce(n, 0)
-              FROM generate_series(date_trunc('minute', now()) - (%(m)s - 1) * interval '1 minute',
-                                   date_trunc('minute', now()), interval '1 minute') AS minute
-              LEFT JOIN (SELECT minute AS m, sum(done)::bigint AS n
-                           FROM shardline_throughput
-                          WHERE job_id = %(job)s AND minute >= date_trunc('minute', now()) - (%(m)s - 1) * interval '1 minute'
-                          GROUP BY 1) AS c ON c.m = minute
-             ORDER BY minute
-            """,
-            {"job": job.id, "m": minutes},
-        )
-        return cursor.fetchall()
+    return [(row.minute, row.done) for row in sql.run("throughput", {"job": job.id, "minutes": minutes})]
 
 
 def workers_with_health(job: Job) -> list[dict]:
@@ -178,11 +164,7 @@ def audit_page(job: Job, *, page: int = 1, page_size: int = 50, **filters):
 
 def item_dead_rows() -> int:
     """Dead row versions in shardline_item, from Postgres's statistics (0 before any are counted)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'shardline_item'), 0)"
-        )
-        return cursor.fetchone()[0]
+    return sql.run("item_dead_rows", {})[0].dead
 
 
 def jobs_for_metrics() -> list[Job]:
@@ -198,9 +180,7 @@ def timeline(job: Job, *, minutes: int = 30, limit: int = 1500) -> dict:
     after an expiry shows its last reading. At most ``limit`` leases, the
     latest ones; ``truncated`` says when there were more.
     """
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT now()")
-        now = cursor.fetchone()[0]
+    now = sql.run("database_now", {})[0].now
     end = job.finished_at or now
     start = max(job.started_at or job.created_at, end - timedelta(minutes=minutes))
     unit_query = (

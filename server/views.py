@@ -11,6 +11,8 @@ from . import metrics
 def healthz(request):
     try:
         with connection.cursor() as cursor:
+            # Inline, not sql.run: it probes the connection itself, and must
+            # not depend on a prepared statement surviving on it.
             cursor.execute("SELECT 1")
             cursor.fetchone()
     except Exception as exc:  # any database failure means "not healthy", with the reason

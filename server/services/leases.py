@@ -142,12 +142,17 @@ def _take_once(
     )
     if not rows:
         raise NotFound(f"no job with id {job_id}")
-    state, num_epochs, epochs_materialised, reclaimed, completed, deferred = rows[0][:6]
-    if reclaimed:
-        log.info("expired leases taken back", extra={"event": "lease_expired", "job": job_id, "count": reclaimed})
-    leases = [Lease(*row[6:]) for row in rows if row[6] is not None]
-    job = {"state": state, "num_epochs": num_epochs, "epochs_materialised": epochs_materialised, "deferred": deferred}
-    return job, leases, reclaimed, list(completed)
+    first = rows[0]
+    if first.reclaimed:
+        log.info("expired leases taken back", extra={"event": "lease_expired", "job": job_id, "count": first.reclaimed})
+    leases = [Lease(*row[6:]) for row in rows if row.id is not None]
+    job = {
+        "state": first.state,
+        "num_epochs": first.num_epochs,
+        "epochs_materialised": first.epochs_materialised,
+        "deferred": first.deferred,
+    }
+    return job, leases, first.reclaimed, list(first.completed)
 
 
 def _nothing_leased(job_id: int, worker: str, consumer: str, epochs_left: bool, result: TakeResult) -> None:
@@ -179,7 +184,7 @@ def _lost(completions, completed: list[int]) -> list[int]:
     if not missing:
         return []
     rows = sql.run("already_done", {"ids": [c.id for c in missing], "tokens": [c.token for c in missing]})
-    repeated = {row[0] for row in rows}
+    repeated = {row.id for row in rows}
     completed += [c.id for c in missing if c.id in repeated]
     lost = [c.id for c in missing if c.id not in repeated]
     for lease_id in lost:
@@ -199,10 +204,10 @@ def _complete(completions) -> tuple[list[int], list[int], set[int]]:
             "records": [c.records for c in completions],
         },
     )
-    completed = [row[0] for row in rows]
+    completed = [row.id for row in rows]
     lost = _lost(completions, completed)
     metrics.LEASE_ITEMS.labels("complete").inc(len(completed))
-    return completed, lost, {row[1] for row in rows}
+    return completed, lost, {row.job_id for row in rows}
 
 
 def complete(lease_id: int, token: int, records: int | None = None) -> None:

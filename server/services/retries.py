@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from .. import sql
 from ..errors import NotFound
@@ -26,9 +26,7 @@ def retry_failed(job_id: int, user=None) -> int:
         if job is None:
             raise NotFound(f"no job with id {job_id}")
         check_allows(job, JobAction.RETRY)
-        with connection.cursor() as cursor:
-            cursor.execute(sql.statement("retry_failed"), {"job": job.id})
-            count = cursor.fetchone()[0]
+        count = sql.run("retry_failed", {"job": job.id})[0].retried
         if count:
             Event.objects.create(
                 job=job,

@@ -34,7 +34,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from .. import sql
 from ..errors import NotFound
@@ -59,13 +59,7 @@ class RestoreResult:
 
 
 def _newest_completion(job_id: int) -> int:
-    # Served backwards from the partial index item_completion_seq: one probe
-    # whatever the size of the job.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT coalesce(max(seq), 0) FROM shardline_item WHERE job_id = %s AND seq IS NOT NULL", [job_id]
-        )
-        return cursor.fetchone()[0]
+    return sql.run("newest_completion", {"job": job_id})[0].seq
 
 
 def take(job_id: int, worker: str = "") -> Snapshot:
@@ -120,9 +114,7 @@ def restore(job_id: int, snapshot_id: int, *, generation: str = "", worker: str 
         record = SnapshotRestore.objects.create(
             job=job, snapshot=snapshot, seq_after=0, generation=generation, reopened=0, fenced=0, worker=worker
         )
-        with connection.cursor() as cursor:
-            cursor.execute(sql.statement("restore"), {"job": job.id, "seq": snapshot.seq, "restore": record.id})
-            reopened, fenced = cursor.fetchone()
+        reopened, fenced = sql.run("restore", {"job": job.id, "seq": snapshot.seq, "restore": record.id})[0]
         record.reopened, record.fenced = reopened, fenced
         record.seq_after = _newest_completion(job.id)
         record.save(update_fields=["reopened", "fenced", "seq_after"])

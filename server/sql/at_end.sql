@@ -16,12 +16,12 @@
 --                       consumer is reading its leases itself.
 -- Reads only the job's leased rows (item_leased_expiry) and their holders'
 -- worker rows: a handful at the end of a job, when this runs.
-SELECT EXISTS (SELECT 1 FROM shardline_item WHERE job_id = %(job)s AND state = 'pending'),
-       extract(epoch FROM min(i.expires_at) - now()),
-       count(*) FILTER (WHERE i.worker = %(worker)s),
-       count(*) FILTER (WHERE i.worker IS DISTINCT FROM %(worker)s),
+SELECT EXISTS (SELECT 1 FROM shardline_item WHERE job_id = %(job)s AND state = 'pending') AS has_pending,
+       extract(epoch FROM min(i.expires_at) - now()) AS seconds_to_expiry,
+       count(*) FILTER (WHERE i.worker = %(worker)s) AS mine,
+       count(*) FILTER (WHERE i.worker IS DISTINCT FROM %(worker)s) AS others,
        count(*) FILTER (WHERE i.expires_at < now()
-                           OR (h.consumer IS DISTINCT FROM %(consumer)s AND NOT h.waits))
+                           OR (h.consumer IS DISTINCT FROM %(consumer)s AND NOT h.waits)) AS waiting_on
   FROM shardline_item AS i
   LEFT JOIN LATERAL (
         SELECT w.consumer,

@@ -12,7 +12,7 @@
 --             holding one is waited for, and the row is re-checked against
 --             its committed version (a lease completed meanwhile has a seq
 --             above %(seq)s and is re-opened too). The columns selected are
---             the locked version's, so history and counters see what was there.
+--             the locked version's, so the history sees what was there.
 --             A take that commits while this runs leased a row that was
 --             pending when the statement began: it is ordered after the
 --             restore and its lease stands (SKIP LOCKED in take.sql still
@@ -27,8 +27,8 @@
 --   history   the rolled-back completions and fenced leases as they were,
 --             for the audit (an item completed, rolled back and completed
 --             again shows both completions).
---   counted   per-epoch counter deltas in this backend's row, the same upsert
---             as take.sql, so watermarks stay equal to a direct count.
+-- The counters follow from the trigger on shardline_item (migrations/0010),
+-- so watermarks stay equal to a direct count.
 WITH target AS (
     SELECT id, job_id, epoch, position, state, worker, token, attempts,
            leased_at, completed_at, duration, records, seq
@@ -55,19 +55,6 @@ WITH target AS (
     SELECT job_id, id, %(restore)s, state, epoch, position, worker, token, attempts,
            leased_at, completed_at, duration, records, seq
       FROM target
-), counted AS (
-    INSERT INTO shardline_counter AS c (job_id, epoch, shard, pending, leased, done, failed)
-    SELECT job_id, epoch, pg_backend_pid(),
-           count(*),
-           -count(*) FILTER (WHERE state = 'leased'),
-           -count(*) FILTER (WHERE state = 'done'),
-           0
-      FROM target
-     GROUP BY job_id, epoch
-    ON CONFLICT (job_id, epoch, shard) DO UPDATE
-       SET pending = c.pending + EXCLUDED.pending,
-           leased = c.leased + EXCLUDED.leased,
-           done = c.done + EXCLUDED.done
 )
 SELECT count(*) FILTER (WHERE state = 'done') AS reopened,
        count(*) FILTER (WHERE state = 'leased') AS fenced

@@ -25,13 +25,11 @@
 --              the partial index item_pending; SKIP LOCKED hands concurrent
 --              takers disjoint rows, so no item ever has two live leases.
 --   leased     each picked row gets a fresh fencing token from a sequence.
---   counted    per-epoch counter deltas, in the row of this backend
---              (pg_backend_pid): no two transactions share a counter row, so
---              counters add no lock waits and no deadlocks to the hot path.
---   rated      completions per minute (shardline_throughput, sharded like
---              the counters) for the watermark rate and the throughput chart.
 --   events     the audit trail of expired leases.
 --   seen       the worker's last_seen, its consumer, and whether it waits.
+-- What done, reclaimed and leased change besides the items (the counters,
+-- completions per minute, the completing worker's credit) is written once
+-- for the whole statement by the trigger on shardline_item (migrations/0010).
 -- The final SELECT returns one row even when nothing was leased (none when
 -- the job does not exist), so the caller always learns the job's state, the
 -- completions accepted, whether it was deferred and how many leases were
@@ -49,7 +47,7 @@ WITH req AS (
            seq = nextval('shardline_completion_seq')
       FROM req AS r
      WHERE i.id = r.id AND i.job_id = %(job)s AND i.state = 'leased' AND i.token = r.token
- RETURNING i.id, i.job_id, i.epoch, i.worker, i.duration
+ RETURNING i.id
 ), job AS (
     SELECT id, state, lease_timeout, max_attempts, num_epochs, epochs_materialised, units_count
       FROM shardline_job
@@ -98,7 +96,7 @@ WITH req AS (
              LIMIT 100
                FOR UPDATE SKIP LOCKED) AS expired
      WHERE i.id = expired.id
- RETURNING i.id, i.epoch, i.state, i.worker
+ RETURNING i.id, i.state, i.worker
 ), picked AS (
     SELECT id
       FROM shardline_item
@@ -122,36 +120,6 @@ WITH req AS (
       FROM picked
      WHERE i.id = picked.id
  RETURNING i.id, i.token, i.epoch, i.position, i.unit_idx, i.expires_at
-), deltas AS (
-    -- One upsert for all three sources: two upserts of one counter row in
-    -- one statement would not see each other.
-    SELECT %(job)s::bigint AS job_id, epoch, -1 AS pending, 1 AS leased, 0 AS done, 0 AS failed FROM leased
-    UNION ALL
-    SELECT %(job)s, epoch,
-           CASE WHEN state = 'pending' THEN 1 ELSE 0 END,
-           -1,
-           0,
-           CASE WHEN state = 'failed' THEN 1 ELSE 0 END
-      FROM reclaimed
-    UNION ALL
-    SELECT job_id, epoch, 0, -1, 1, 0 FROM done
-), counted AS (
-    INSERT INTO shardline_counter AS c (job_id, epoch, shard, pending, leased, done, failed)
-    SELECT job_id, epoch, pg_backend_pid(), sum(pending), sum(leased), sum(done), sum(failed)
-      FROM deltas
-     GROUP BY job_id, epoch
-    ON CONFLICT (job_id, epoch, shard) DO UPDATE
-       SET pending = c.pending + EXCLUDED.pending,
-           leased = c.leased + EXCLUDED.leased,
-           done = c.done + EXCLUDED.done,
-           failed = c.failed + EXCLUDED.failed
-), rated AS (
-    INSERT INTO shardline_throughput AS t (job_id, minute, shard, done)
-    SELECT %(job)s, date_trunc('minute', now()), pg_backend_pid(), count(*)
-      FROM done
-    HAVING count(*) > 0
-    ON CONFLICT (job_id, minute, shard) DO UPDATE
-       SET done = t.done + EXCLUDED.done
 ), events AS (
     INSERT INTO shardline_event (job_id, item_id, kind, worker, message, at)
     SELECT %(job)s, id, 'expired', coalesce(worker, ''),
@@ -159,32 +127,20 @@ WITH req AS (
                 ELSE 'lease expired; item back to pending' END,
            now()
       FROM reclaimed
-), credit AS (
-    SELECT job_id, worker, count(*) AS n, sum(duration) AS seconds FROM done GROUP BY job_id, worker
 ), seen AS (
-    -- The caller's own row: last seen now, credited with its completions,
-    -- and waiting (at the end of the queue, or deferred, or paused) exactly
-    -- when this statement leased it nothing.
+    -- The caller's own row: last seen now, and waiting (at the end of the
+    -- queue, or deferred, or paused) exactly when this statement leased it
+    -- nothing.
     INSERT INTO shardline_worker AS w (job_id, name, consumer, first_seen, last_seen, items_done, items_failed,
                                        busy_seconds, waiting_since)
-    SELECT j.id, %(worker)s, %(consumer)s, now(), now(), coalesce(c.n, 0), 0, coalesce(c.seconds, 0),
+    SELECT j.id, %(worker)s, %(consumer)s, now(), now(), 0, 0, 0,
            CASE WHEN EXISTS (SELECT 1 FROM leased) THEN NULL ELSE now() END
       FROM job AS j
-      LEFT JOIN credit AS c ON c.job_id = j.id AND c.worker = %(worker)s
     ON CONFLICT (job_id, name) DO UPDATE
        SET last_seen = now(),
            consumer = EXCLUDED.consumer,
-           items_done = w.items_done + EXCLUDED.items_done,
-           busy_seconds = w.busy_seconds + EXCLUDED.busy_seconds,
            waiting_since = CASE WHEN EXCLUDED.waiting_since IS NULL THEN NULL
                                 ELSE coalesce(w.waiting_since, EXCLUDED.waiting_since) END
-), credited AS (
-    -- Completions of leases another worker name took (rare: a renamed worker).
-    UPDATE shardline_worker AS w
-       SET items_done = w.items_done + c.n, busy_seconds = w.busy_seconds + c.seconds
-      FROM credit AS c
-     WHERE w.job_id = c.job_id AND w.name = c.worker
-       AND NOT (c.job_id = %(job)s AND c.worker = %(worker)s)
 )
 SELECT j.state, j.num_epochs, j.epochs_materialised, r.reclaimed,
        (SELECT coalesce(array_agg(id), '{}') FROM done) AS completed,
