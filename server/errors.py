@@ -67,3 +67,10 @@ class JobCancelled(ShardlineError):
 
     status = 409
     code = "job_cancelled"
+
+
+class RequestInProgress(ShardlineError):
+    """A repeat (the same Idempotency-Key) of a request that is still being answered: retry shortly."""
+
+    status = 503
+    code = "request_in_progress"

@@ -24,6 +24,7 @@ belong beside their fields.
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import BooleanField, DurationField, ExpressionWrapper, F, Func, Q, Value
 from django.db.models.functions import Greatest, Now
@@ -314,14 +315,21 @@ class TakeRequest(models.Model):
     A take whose answer was lost on the way (a timeout, a dropped connection)
     is sent again with the same key; the server answers it with the first
     answer instead of leasing more items, which the client would never know
-    it holds. Rows live REQUEST_KEY_TTL (server/services/requests.py).
+    it holds. Rows live REQUEST_KEY_TTL (server/services/leases.py).
+
+    take.sql writes the row with the leases it made; a take answered by that
+    one statement (``whole``) is answered again from them. One that ran more
+    statements (an epoch boundary, nothing to lease) stores its ``answer``.
     """
 
     pk = models.CompositePrimaryKey("job", "key")
     job = models.ForeignKey(Job, on_delete=models.CASCADE, db_constraint=False)  # see Unit.job
     key = models.CharField(max_length=64)
     worker = models.CharField(max_length=255)
-    # Null while the first request is being answered.
+    leases = ArrayField(models.BigIntegerField(), default=list)
+    tokens = ArrayField(models.BigIntegerField(), default=list)
+    whole = models.BooleanField(default=False)
+    # Null unless the take ran more than one statement, until it was answered.
     answer = models.JSONField(null=True)
     created_at = models.DateTimeField()
 

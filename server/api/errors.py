@@ -43,7 +43,8 @@ def _summary(fields: dict) -> str:
 def exception_handler(exc, context):
     if isinstance(exc, ShardlineError):
         body = {"error": exc.code, "message": exc.message, **{k: v for k, v in exc.details.items() if v}}
-        return Response(body, status=exc.status)
+        # A 503 is worth retrying (the SDK's transport does): say when.
+        return Response(body, status=exc.status, headers={"Retry-After": "1"} if exc.status == 503 else None)
     if isinstance(exc, Http404):
         return Response({"error": "not_found", "message": "not found"}, status=status.HTTP_404_NOT_FOUND)
     if isinstance(exc, exceptions.ValidationError):

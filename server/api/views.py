@@ -20,6 +20,7 @@ from ..services import leases as lease_service
 from ..services import requests as request_service
 from ..services import retries as retry_service
 from ..services import snapshots as snapshot_service
+from . import responses as r
 from . import serializers as s
 from .pagination import ItemCursorPagination
 from .permissions import IsAdmin, IsViewer, IsWorker
@@ -41,7 +42,7 @@ def _validated(serializer_class, data, **kwargs):
 
 
 class JobListCreateView(generics.ListAPIView):
-    serializer_class = s.JobSerializer
+    serializer_class = r.JobSerializer
 
     def get_permissions(self):
         return [IsWorker()] if self.request.method == "POST" else [IsViewer()]
@@ -61,7 +62,7 @@ class JobListCreateView(generics.ListAPIView):
 
     @extend_schema(
         request=s.JobCreateSerializer,
-        responses={201: s.JobSerializer, 200: s.JobSerializer, 400: ERROR, 409: ERROR},
+        responses={201: r.JobSerializer, 200: r.JobSerializer, 400: ERROR, 409: ERROR},
         summary="Create a job, or attach to the job with the same name and spec",
         description=(
             "Idempotent by name and spec: every worker of a training run can call it and all get the "
@@ -72,25 +73,25 @@ class JobListCreateView(generics.ListAPIView):
     def post(self, request):
         spec = _validated(s.JobCreateSerializer, request.data).to_spec()
         job, created = job_service.create_or_attach(spec, request.user)
-        return Response(s.JobSerializer(job).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        return Response(r.JobSerializer(job).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class JobDetailView(APIView):
     permission_classes = [IsViewer]
 
-    @extend_schema(responses={200: s.JobSerializer, 404: ERROR}, summary="One job")
+    @extend_schema(responses={200: r.JobSerializer, 404: ERROR}, summary="One job")
     def get(self, request, job_id: int):
-        return Response(s.JobSerializer(job_service.get_job(job_id)).data)
+        return Response(r.JobSerializer(job_service.get_job(job_id)).data)
 
 
 class _JobActionView(APIView):
     permission_classes = [IsAdmin]
     action = None
 
-    @extend_schema(request=None, responses={200: s.JobSerializer, 404: ERROR, 409: ERROR})
+    @extend_schema(request=None, responses={200: r.JobSerializer, 404: ERROR, 409: ERROR})
     def post(self, request, job_id: int):
         job = getattr(job_service, self.action)(job_id, request.user)
-        return Response(s.JobSerializer(job).data)
+        return Response(r.JobSerializer(job).data)
 
 
 class PauseJobView(_JobActionView):
@@ -111,7 +112,7 @@ class RetryFailedView(APIView):
     @extend_schema(
         request=None,
         responses={
-            200: inline_serializer("RetryFailed", {"retried": serializers.IntegerField(), "job": s.JobSerializer()}),
+            200: inline_serializer("RetryFailed", {"retried": serializers.IntegerField(), "job": r.JobSerializer()}),
             404: ERROR,
             409: ERROR,
         },
@@ -119,18 +120,18 @@ class RetryFailedView(APIView):
     )
     def post(self, request, job_id: int):
         retried = retry_service.retry_failed(job_id, request.user)
-        return Response({"retried": retried, "job": s.JobSerializer(job_service.get_job(job_id)).data})
+        return Response({"retried": retried, "job": r.JobSerializer(job_service.get_job(job_id)).data})
 
 
 class WatermarksView(APIView):
     permission_classes = [IsViewer]
 
     @extend_schema(
-        responses={200: s.WatermarksSerializer, 404: ERROR}, summary="Totals, per-epoch counts, rate and ETA"
+        responses={200: r.WatermarksSerializer, 404: ERROR}, summary="Totals, per-epoch counts, rate and ETA"
     )
     def get(self, request, job_id: int):
         job = job_service.get_job(job_id)
-        return Response(s.WatermarksSerializer(progress.of(job).as_watermarks()).data)
+        return Response(r.WatermarksSerializer(progress.of(job).as_watermarks()).data)
 
 
 class TakeView(APIView):
@@ -144,22 +145,24 @@ class TakeView(APIView):
                 str,
                 OpenApiParameter.HEADER,
                 description="One per take, the same on its retries: a repeat is answered with the first answer "
-                "(and waits for it if that one is still being answered). 1-64 of A-Z a-z 0-9 - _",
+                "(the leases it made that are still held), or 503 request_in_progress with Retry-After while "
+                "the first is still being answered. 1-64 of A-Z a-z 0-9 - _",
             )
         ],
-        responses={200: s.TakeResponseSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
+        responses={200: r.TakeResponseSerializer, 400: ERROR, 404: ERROR, 409: ERROR, 503: ERROR},
         summary="Lease the next items (and complete earlier ones in the same request)",
     )
     def post(self, request, job_id: int):
         data = s.parse_take(request.data)
         completions = [lease_service.Completion(c["id"], c["token"], c["records"]) for c in data["complete"]]
 
-        def answer() -> dict:
-            result = lease_service.take(job_id, data["worker"], data["count"], completions, consumer=data["consumer"])
-            return _take_answer(result)
+        def take(key: str | None) -> lease_service.TakeResult:
+            return lease_service.take(
+                job_id, data["worker"], data["count"], completions, consumer=data["consumer"], key=key
+            )
 
         key = request.headers.get("Idempotency-Key")
-        return Response(request_service.answer_once(job_id, data["worker"], key, answer))
+        return Response(request_service.answer_once(job_id, key, completions, take, _take_answer))
 
 
 def _take_answer(result: lease_service.TakeResult) -> dict:
@@ -178,8 +181,8 @@ def _take_answer(result: lease_service.TakeResult) -> dict:
         ],
         "exhausted": result.exhausted,
         "retry_after": result.retry_after,
-        "completed": result.completed,
-        "lost": result.lost,
+        "completed": sorted(result.completed),  # sorted: a repeat's answer is the same list
+        "lost": sorted(result.lost),
         "leased_by_you": result.leased_by_you,
         "leased_by_others": result.leased_by_others,
         "waiting_on": result.waiting_on,
@@ -255,7 +258,7 @@ class ExtendManyView(APIView):
 
     @extend_schema(
         request=s.ExtendManySerializer,
-        responses={200: s.ExtendResponseSerializer},
+        responses={200: r.ExtendResponseSerializer},
         summary="Heartbeat for many leases at once (the SDK's heartbeat thread)",
     )
     def post(self, request):
@@ -268,7 +271,7 @@ class ItemsView(generics.ListAPIView):
     """Audit: items with their lease history fields; ``?format=csv`` streams everything that matches."""
 
     permission_classes = [IsViewer]
-    serializer_class = s.ItemSerializer
+    serializer_class = r.ItemSerializer
     pagination_class = ItemCursorPagination
 
     def _filters(self):
@@ -291,7 +294,7 @@ class ItemsView(generics.ListAPIView):
             OpenApiParameter("worker", str, description="A worker name or its prefix"),
             OpenApiParameter("format", str, enum=["json", "csv"]),
         ],
-        responses={200: s.ItemSerializer(many=True), (200, "text/csv"): OpenApiTypes.STR},
+        responses={200: r.ItemSerializer(many=True), (200, "text/csv"): OpenApiTypes.STR},
         summary="Audit items (filters: state, epoch, worker); ?format=csv streams the whole selection",
     )
     def get(self, request, job_id: int):
@@ -324,7 +327,7 @@ def _csv_response(job, filters) -> StreamingHttpResponse:
 
 class WorkersView(generics.ListAPIView):
     permission_classes = [IsViewer]
-    serializer_class = s.WorkerSerializer
+    serializer_class = r.WorkerSerializer
 
     def get_queryset(self):
         job_id = self.request.query_params.get("job")
@@ -346,13 +349,13 @@ class SnapshotCreateView(APIView):
 
     @extend_schema(
         request=s.SnapshotCreateSerializer,
-        responses={201: s.SnapshotSerializer, 400: ERROR, 404: ERROR},
+        responses={201: r.SnapshotSerializer, 400: ERROR, 404: ERROR},
         summary="Snapshot the job's position (its newest completion); O(1), nothing is copied",
     )
     def post(self, request, job_id: int):
         data = _validated(s.SnapshotCreateSerializer, request.data).validated_data
         snapshot = snapshot_service.take(job_id, data["worker"])
-        return Response(s.SnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
+        return Response(r.SnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
 
 
 class SnapshotRestoreView(APIView):
@@ -360,7 +363,7 @@ class SnapshotRestoreView(APIView):
 
     @extend_schema(
         request=s.RestoreSerializer,
-        responses={200: s.RestoreResponseSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
+        responses={200: r.RestoreResponseSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
         summary="Restore a snapshot: items completed after it and live leases go back to pending",
         description=(
             "One transaction. Leases held now are fenced (their holders get 409). Repeating the job's last "
@@ -371,15 +374,15 @@ class SnapshotRestoreView(APIView):
     def post(self, request, job_id: int, snapshot_id: int):
         data = _validated(s.RestoreSerializer, request.data).validated_data
         result = snapshot_service.restore(job_id, snapshot_id, generation=data["generation"], worker=data["worker"])
-        return Response(s.RestoreResponseSerializer(asdict(result)).data)
+        return Response(r.RestoreResponseSerializer(asdict(result)).data)
 
 
 class ItemHistoryView(APIView):
     permission_classes = [IsViewer]
 
     @extend_schema(
-        responses={200: s.ItemHistorySerializer, 404: ERROR},
+        responses={200: r.ItemHistorySerializer, 404: ERROR},
         summary="An item's history: completions and leases rolled back by restores, the restores, and its current lease",
     )
     def get(self, request, job_id: int, item_id: int):
-        return Response(s.ItemHistorySerializer(snapshot_service.item_history(job_id, item_id)).data)
+        return Response(r.ItemHistorySerializer(snapshot_service.item_history(job_id, item_id)).data)

@@ -26,6 +26,9 @@ RETRY_DEFERRED = 0.5  # a slow worker near the end waits while faster ones finis
 # this remain (see take.sql, `tail`); elsewhere it costs one counter sum.
 TAIL_WINDOW = 10_000
 RETRY_MAX = 1.0  # waiting workers at the end of a job should see a failed or expired item soon
+# How long a take's Idempotency-Key is kept (services/requests.py), well
+# beyond the SDK's default retry window (SHARDLINE_RETRY_SECONDS, 120 s).
+REQUEST_KEY_TTL = 600
 
 
 @dataclass(frozen=True)
@@ -59,15 +62,25 @@ class TakeResult:
     leased_by_you: int | None = None
     leased_by_others: int | None = None
     waiting_on: int | None = None
+    # True when take.sql's one statement made the whole answer (it leased
+    # all that was asked): its request record then answers a repeat.
+    whole: bool = False
 
 
 def take(
-    job_id: int, worker: str, count: int = 1, completions: list[Completion] = (), consumer: str | None = None
+    job_id: int,
+    worker: str,
+    count: int = 1,
+    completions: list[Completion] = (),
+    consumer: str | None = None,
+    key: str | None = None,
 ) -> TakeResult:
     """Completes the caller's finished leases, then leases up to ``count`` items.
 
     ``consumer`` names the process that uses what ``worker`` reads (default:
     the worker itself); see at_end.sql for why the server needs to know.
+    ``key`` (an Idempotency-Key) is recorded with the leases of the first
+    statement; a repeat of it fails that statement (services/requests.py).
 
     In steady state this is one statement (take.sql): one round trip and one
     commit per request. More run only at the edges: right after expired leases
@@ -75,11 +88,13 @@ def take(
     """
     consumer = consumer or worker
     with metrics.timed("take"):
-        job, leases, reclaimed, completed = _take_once(job_id, worker, consumer, count, completions)
+        job, leases, reclaimed, completed = _take_once(job_id, worker, consumer, count, completions, key)
         deferred = job["deferred"]
         lost = _lost(completions, completed) if len(completed) < len(completions) else []
         metrics.LEASE_ITEMS.labels("complete").inc(len(completed))
-        result = TakeResult(leases=leases, exhausted=False, retry_after=None, completed=completed, lost=lost)
+        result = TakeResult(
+            leases=leases, exhausted=False, retry_after=None, completed=completed, lost=lost, whole=len(leases) == count
+        )
 
         state = job["state"]
         if state not in (JobState.READY, JobState.RUNNING):
@@ -124,7 +139,7 @@ def _not_active(job_id: int, state: str, result: TakeResult) -> TakeResult:
 
 
 def _take_once(
-    job_id: int, worker: str, consumer: str, count: int, completions=()
+    job_id: int, worker: str, consumer: str, count: int, completions=(), key: str | None = None
 ) -> tuple[dict, list[Lease], int, list[int]]:
     """Runs take.sql: returns (job state and epochs, leases, leases reclaimed, completions accepted)."""
     rows = sql.run(
@@ -138,6 +153,8 @@ def _take_once(
             "tokens": [c.token for c in completions],
             "records": [c.records for c in completions],
             "tail_window": TAIL_WINDOW,
+            "key": key,
+            "ttl": REQUEST_KEY_TTL,
         },
     )
     if not rows:
@@ -153,6 +170,15 @@ def _take_once(
         "deferred": first.deferred,
     }
     return job, leases, first.reclaimed, list(first.completed)
+
+
+def answer_again(job_id: int, key: str, completions: list[Completion]) -> TakeResult:
+    """A repeat's answer, from the request's record: its leases still held, and its completions as accepted."""
+    leases = [Lease(*row) for row in sql.run("recorded_leases", {"job": job_id, "key": key})]
+    completed: list[int] = []
+    lost = _lost(completions, completed) if completions else []
+    retry_after = None if leases else RETRY_PENDING_LOCKED
+    return TakeResult(leases=leases, exhausted=False, retry_after=retry_after, completed=completed, lost=lost)
 
 
 def _nothing_leased(job_id: int, worker: str, consumer: str, epochs_left: bool, result: TakeResult) -> None:

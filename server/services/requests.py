@@ -6,59 +6,87 @@ server committed, a dropped connection) would be sent again and lease more
 items, while the items of the lost answer stayed leased to a worker that
 never learns of them, heartbeated by nobody, until they expired.
 
-A key is claimed before the take runs (claim_request.sql), in the take's
-transaction, so a repeat that arrives while the first is being answered
-waits for it and gets its answer instead of taking again. Keys are kept
-REQUEST_KEY_TTL seconds, well beyond the SDK's default retry window
-(SHARDLINE_RETRY_SECONDS, 120 s); a repeat after that runs as a new take.
+The request's record is written by take.sql itself, with the leases it made,
+so a keyed take costs what an unkeyed one does: one statement. A repeat fails
+on the record's primary key (waiting for the first to commit if it has not),
+which undoes the repeat's whole statement, and is answered from the record:
+the leases it names that are still held, and the repeat's completions as the
+first accepted them. A take that needed more statements (an epoch boundary,
+nothing to lease) stores its answer when done; a repeat that arrives before
+that is told to retry shortly, unless the first died on the way
+(IN_PROGRESS_SECONDS), when the leases it recorded are the answer.
+Records are kept leases.REQUEST_KEY_TTL seconds; a repeat after that runs as
+a new take.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from typing import Callable
 
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from rest_framework.utils.encoders import JSONEncoder
 
 from .. import sql
-from ..errors import InvalidInput, ShardlineError
+from ..errors import InvalidInput, RequestInProgress, ShardlineError
+from . import leases
 
-REQUEST_KEY_TTL = 600
+IN_PROGRESS_SECONDS = 60
 KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_RECORD_KEY = "shardline_take_request_pkey"
 
 
-def answer_once(job_id: int, worker: str, key: str | None, answer: Callable[[], dict]) -> dict:
-    """``answer()`` for the first request with ``key`` on the job; the stored answer for its repeats.
-
-    The claim, the take and the stored answer are one transaction (one
-    commit, as a take without a key): a repeat that arrives meanwhile waits
-    on the claim's row and then reads the answer, and a server that dies
-    mid-request leaves neither leases nor a claim behind. A take that raises
-    a domain error (the job was cancelled) keeps what it did before raising
-    (the completions it carried) and drops the claim: a repeat runs again.
-    The answer is stored as the client receives it (rendered by DRF's JSON
-    encoder), so a repeat holds the same values as the first.
-    Without a key every request is answered anew.
-    """
-    if not key:
-        return answer()
-    if not KEY.fullmatch(key):
+def check_key(key: str | None) -> str | None:
+    """The key, or None for no key; InvalidInput when it is malformed."""
+    if key and not KEY.fullmatch(key):
         raise InvalidInput("Idempotency-Key must be 1-64 characters of A-Z, a-z, 0-9, '-' and '_'")
-    params = {"job": job_id, "key": key, "worker": worker, "ttl": REQUEST_KEY_TTL}
-    with transaction.atomic():
-        ((mine, stored),) = sql.run("claim_request", params)
-        if not mine:
-            if stored is None:
-                ((stored,),) = sql.run("stored_answer", {"job": job_id, "key": key})
-            return json.loads(stored) if isinstance(stored, str) else stored
-        try:
-            body = json.loads(json.dumps(answer(), cls=JSONEncoder))
-        except ShardlineError as exc:
-            failure = exc
-            sql.run("release_request", {"job": job_id, "key": key})
-        else:
-            sql.run("answer_request", {"job": job_id, "key": key, "answer": json.dumps(body)})
-            return body
-    raise failure
+    return key or None
+
+
+def answer_once(
+    job_id: int,
+    key: str | None,
+    completions: list[leases.Completion],
+    take: Callable[[str | None], leases.TakeResult],
+    render: Callable[[leases.TakeResult], dict],
+) -> dict:
+    """``render(take(key))`` for the first request with ``key`` on the job; the first's answer for its repeats.
+
+    A take that raises a domain error (the job was cancelled) keeps what it
+    did before raising (the completions it carried) and drops its record: a
+    repeat runs again. Without a key every request is answered anew.
+    """
+    key = check_key(key)
+    if key is None:
+        return render(take(None))
+    try:
+        # Inside a transaction (a test's), the repeat's failure must undo
+        # only its own statement.
+        with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
+            result = take(key)
+    except IntegrityError as exc:
+        if getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) != _RECORD_KEY:
+            raise
+        return _answer_again(job_id, key, completions, render)
+    except ShardlineError:
+        sql.run("release_request", {"job": job_id, "key": key})
+        raise
+    body = render(result)
+    if not result.whole:
+        sql.run("answer_request", {"job": job_id, "key": key, "answer": json.dumps(body, cls=JSONEncoder)})
+    return body
+
+
+def _answer_again(job_id: int, key: str, completions, render) -> dict:
+    rows = sql.run("stored_request", {"job": job_id, "key": key})
+    if not rows:
+        # The first raised (its record was dropped) between our statement and this one.
+        raise RequestInProgress("the first request with this Idempotency-Key has just failed; retry it")
+    record = rows[0]
+    if record.answer is not None:
+        return json.loads(record.answer) if isinstance(record.answer, str) else record.answer
+    if not record.whole and record.age < IN_PROGRESS_SECONDS:
+        raise RequestInProgress("the first request with this Idempotency-Key is still being answered; retry shortly")
+    return render(leases.answer_again(job_id, key, completions))

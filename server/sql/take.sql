@@ -27,6 +27,15 @@
 --   leased     each picked row gets a fresh fencing token from a sequence.
 --   events     the audit trail of expired leases.
 --   seen       the worker's last_seen, its consumer, and whether it waits.
+--   claimed    with an Idempotency-Key (%(key)s, else NULL): the request's
+--              record, with the leases made here, committed with them. A
+--              plain INSERT: a repeat of the key fails on the primary key
+--              (after the first commits, if it has not yet), and with it the
+--              whole statement, completions and leases included; the service
+--              then answers the repeat from this record. `whole` says that
+--              this statement alone answers the request (it leased all it
+--              was asked for). The worker's records older than %(ttl)s
+--              seconds go on the way (an index range of its own rows).
 -- What done, reclaimed and leased change besides the items (the counters,
 -- completions per minute, the completing worker's credit) is written once
 -- for the whole statement by the trigger on shardline_item (migrations/0010).
@@ -141,6 +150,19 @@ WITH req AS (
            consumer = EXCLUDED.consumer,
            waiting_since = CASE WHEN EXCLUDED.waiting_since IS NULL THEN NULL
                                 ELSE coalesce(w.waiting_since, EXCLUDED.waiting_since) END
+), dropped AS (
+    DELETE FROM shardline_take_request
+     WHERE %(key)s::text IS NOT NULL AND job_id = %(job)s AND worker = %(worker)s
+       AND created_at < now() - make_interval(secs => %(ttl)s)
+), claimed AS (
+    INSERT INTO shardline_take_request (job_id, key, worker, leases, tokens, whole, created_at)
+    SELECT j.id, %(key)s, %(worker)s,
+           coalesce((SELECT array_agg(id ORDER BY epoch, position) FROM leased), '{}'),
+           coalesce((SELECT array_agg(token ORDER BY epoch, position) FROM leased), '{}'),
+           (SELECT count(*) FROM leased) = %(count)s,
+           now()
+      FROM job AS j
+     WHERE %(key)s::text IS NOT NULL
 )
 SELECT j.state, j.num_epochs, j.epochs_materialised, r.reclaimed,
        (SELECT coalesce(array_agg(id), '{}') FROM done) AS completed,

@@ -9,10 +9,10 @@ from .helpers import create_job
 pytestmark = pytest.mark.django_db
 
 
-def post_take(client, job_id, key, worker="w1"):
+def post_take(client, job_id, key, worker="w1", count=2):
     return client.post(
         f"/api/v1/jobs/{job_id}/leases/",
-        {"worker": worker, "count": 2, "complete": []},
+        {"worker": worker, "count": count, "complete": []},
         format="json",
         headers={"Idempotency-Key": key} if key is not None else {},
     )
@@ -33,6 +33,43 @@ def test_a_repeat_is_answered_with_the_first_answer(worker_client, job_name):
     other = post_take(worker_client, job["id"], "k-2").json()
     assert {lease["id"] for lease in other["leases"]}.isdisjoint(lease["id"] for lease in first.json()["leases"])
     assert leased(job["id"]) == 4
+    # A repeat of a take that carried completions says they were completed, as the first did.
+    done = [{"id": lease["id"], "token": lease["token"]} for lease in first.json()["leases"]]
+    body = {"worker": "w1", "count": 1, "complete": done}
+    headers = {"Idempotency-Key": "k-3"}
+    third = worker_client.post(f"/api/v1/jobs/{job['id']}/leases/", body, format="json", headers=headers).json()
+    repeat = worker_client.post(f"/api/v1/jobs/{job['id']}/leases/", body, format="json", headers=headers).json()
+    assert repeat == third and sorted(third["completed"]) == sorted(d["id"] for d in done) and third["lost"] == []
+    assert leased(job["id"]) == 3
+
+
+def test_a_take_across_an_epoch_boundary_stores_its_answer_for_repeats(worker_client, job_name):
+    # Two items per epoch, three asked for: a second statement leases from
+    # the next epoch, so the record of the first does not hold the answer.
+    job = create_job(worker_client, job_name, ["/a", "/b"], num_epochs=2, shuffle=False)
+    first = post_take(worker_client, job["id"], "k-edge", count=3)
+    assert first.status_code == 200 and [lease["epoch"] for lease in first.json()["leases"]] == [0, 0, 1]
+    record = TakeRequest.objects.get(job_id=job["id"], key="k-edge")
+    assert not record.whole and record.answer is not None
+    again = post_take(worker_client, job["id"], "k-edge", count=3)
+    assert again.json() == first.json() and leased(job["id"]) == 3
+
+
+def test_a_repeat_of_a_take_still_being_answered_is_told_to_retry(worker_client, job_name):
+    from datetime import timedelta
+
+    job = create_job(worker_client, job_name, ["/a", "/b"])
+    # What a take in the middle of its statements leaves: a record, no answer yet.
+    TakeRequest.objects.create(job_id=job["id"], key="k-busy", worker="w1", whole=False, created_at=_now())
+    busy = post_take(worker_client, job["id"], "k-busy")
+    assert busy.status_code == 503 and busy.json()["error"] == "request_in_progress"
+    assert busy.headers["Retry-After"] == "1" and leased(job["id"]) == 0
+    # A record left unanswered that long belongs to a server that died: the
+    # leases it recorded (none here) are the answer, and nothing more is leased.
+    TakeRequest.objects.filter(key="k-busy").update(created_at=_now() - timedelta(minutes=5))
+    late = post_take(worker_client, job["id"], "k-busy")
+    assert late.status_code == 200 and late.json()["leases"] == [] and late.json()["retry_after"] > 0
+    assert leased(job["id"]) == 0
 
 
 def test_a_take_that_raises_leaves_no_claim_behind(worker_client, admin_client, job_name):

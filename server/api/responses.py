@@ -1,0 +1,219 @@
+"""Response shapes of the REST API: what the views render and the OpenAPI schema documents.
+
+Request bodies and their validation are in ``serializers``.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ..models import Item, ItemState, Job, JobAction, JobState, Snapshot, Worker
+
+
+class JobSerializer(serializers.ModelSerializer):
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    actions = serializers.ListField(
+        child=serializers.ChoiceField(choices=JobAction.choices),
+        read_only=True,
+        help_text="What an admin may do to the job in its current state (pause, resume, cancel, retry, restore).",
+    )
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "name",
+            "state",
+            "works_count",
+            "num_epochs",
+            "shuffle",
+            "seed",
+            "prefix",
+            "num_slices",
+            "lease_timeout",
+            "max_attempts",
+            "spec_digest",
+            "units_count",
+            "epochs_materialised",
+            "error",
+            "slicing_progress",
+            "actions",
+            "created_by",
+            "created_at",
+            "updated_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class EpochCountsSerializer(serializers.Serializer):
+    epoch = serializers.IntegerField()
+    total = serializers.IntegerField()
+    pending = serializers.IntegerField()
+    leased = serializers.IntegerField()
+    done = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    expired = serializers.IntegerField(
+        help_text="Leases past their expiry (counted in pending: the next take hands them out)."
+    )
+    materialised = serializers.BooleanField()
+
+
+class WatermarksSerializer(serializers.Serializer):
+    job = serializers.IntegerField()
+    name = serializers.CharField()
+    state = serializers.ChoiceField(choices=JobState.choices)
+    total = serializers.IntegerField()
+    pending = serializers.IntegerField(help_text="Items waiting to be leased, expired leases included.")
+    leased = serializers.IntegerField(help_text="Live leases (not yet expired).")
+    done = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    expired = serializers.IntegerField(help_text="Leases past their expiry, counted in pending.")
+    items_per_epoch = serializers.IntegerField()
+    num_epochs = serializers.IntegerField()
+    current_epoch = serializers.IntegerField(allow_null=True)
+    rate_per_second = serializers.FloatField(
+        allow_null=True, help_text="Completions per second over the last minute; null once the job has ended."
+    )
+    eta_seconds = serializers.FloatField(
+        allow_null=True, help_text="Seconds to the end at that rate: only while running (0 when done)."
+    )
+    live_workers = serializers.IntegerField(
+        allow_null=True,
+        help_text="Workers seen within twice the lease timeout (at least 30 s); null once the job has ended.",
+    )
+    epochs = EpochCountsSerializer(many=True)
+    as_of = serializers.DateTimeField()
+
+
+class LeaseSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    token = serializers.IntegerField()
+    item = serializers.CharField()
+    epoch = serializers.IntegerField()
+    position = serializers.IntegerField()
+    expires_at = serializers.DateTimeField()
+    offset = serializers.IntegerField(allow_null=True, help_text="For a slice: byte offset of its first record.")
+
+
+class TakeResponseSerializer(serializers.Serializer):
+    leases = LeaseSerializer(many=True)
+    exhausted = serializers.BooleanField(
+        help_text="True when every item is done or failed. (A cancelled job answers 409 job_cancelled.)"
+    )
+    retry_after = serializers.FloatField(
+        allow_null=True, help_text="Seconds to wait before the next take when nothing was leased."
+    )
+    completed = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Lease ids of `complete` that were accepted."
+    )
+    lost = serializers.ListField(child=serializers.IntegerField(), help_text="Lease ids of `complete` no longer held.")
+    leased_by_you = serializers.IntegerField(
+        allow_null=True, help_text="When nothing was leased: live leases this worker holds."
+    )
+    leased_by_others = serializers.IntegerField(
+        allow_null=True, help_text="When nothing was leased: live leases other workers hold."
+    )
+    waiting_on = serializers.IntegerField(
+        allow_null=True,
+        help_text="When nothing was leased: leases worth waiting for (held by other consumers that are not waiting "
+        "themselves, or expired). 0: the caller is at its end; what is left is its own consumer's or "
+        "held by consumers that wait too.",
+    )
+
+
+class ExtendResponseSerializer(serializers.Serializer):
+    extended = serializers.DictField(child=serializers.DateTimeField(), help_text="lease id -> new expiry")
+    lost = serializers.ListField(child=serializers.IntegerField())
+
+
+class ItemSerializer(serializers.ModelSerializer):
+    item = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Item
+        fields = [
+            "id",
+            "item",
+            "epoch",
+            "position",
+            "state",
+            "attempts",
+            "worker",
+            "leased_at",
+            "expires_at",
+            "completed_at",
+            "duration",
+            "records",
+            "error",
+        ]
+        read_only_fields = fields
+
+
+class WorkerSerializer(serializers.ModelSerializer):
+    job = serializers.IntegerField(source="job_id", read_only=True)
+    mean_item_seconds = serializers.FloatField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = Worker
+        fields = [
+            "job",
+            "name",
+            "first_seen",
+            "last_seen",
+            "items_done",
+            "items_failed",
+            "busy_seconds",
+            "mean_item_seconds",
+        ]
+        read_only_fields = fields
+
+
+class SnapshotSerializer(serializers.ModelSerializer):
+    job = serializers.IntegerField(source="job_id", read_only=True)
+
+    class Meta:
+        model = Snapshot
+        fields = ["id", "job", "seq", "epochs_materialised", "worker", "created_at"]
+        read_only_fields = fields
+
+
+class RestoreResponseSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="The restore's id (the same for a repeat that was a no-op).")
+    job = serializers.IntegerField()
+    snapshot = serializers.IntegerField()
+    seq = serializers.IntegerField(help_text="The snapshot's completion sequence number.")
+    reopened = serializers.IntegerField(help_text="Completed items put back to pending.")
+    fenced = serializers.IntegerField(help_text="Live leases taken back (their holders get 409).")
+    generation = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    repeated = serializers.BooleanField(
+        help_text="True when this call was a repeat of the last restore and changed nothing."
+    )
+    state = serializers.ChoiceField(choices=JobState.choices, help_text="The job's state after the restore.")
+
+
+class HistoryEntrySerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["completed", "leased", "restored"])
+    worker = serializers.CharField(required=False, allow_null=True)
+    token = serializers.IntegerField(required=False, allow_null=True)
+    leased_at = serializers.DateTimeField(required=False, allow_null=True)
+    completed_at = serializers.DateTimeField(required=False, allow_null=True)
+    duration = serializers.FloatField(required=False, allow_null=True)
+    records = serializers.IntegerField(required=False, allow_null=True)
+    seq = serializers.IntegerField(required=False, allow_null=True)
+    rolled_back_by = serializers.IntegerField(required=False, allow_null=True, help_text="The restore that undid it.")
+    restore = serializers.IntegerField(required=False)
+    snapshot = serializers.IntegerField(required=False)
+    at = serializers.DateTimeField(required=False)
+
+
+class ItemHistorySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    job = serializers.IntegerField()
+    item = serializers.CharField()
+    epoch = serializers.IntegerField()
+    position = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=ItemState.choices)
+    history = HistoryEntrySerializer(many=True)
