@@ -84,6 +84,8 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
                     "ids": [h[0] for h in held],
                     "tokens": [h[1] for h in held],
                     "records": [None] * len(held),
+                    "key": None,  # unkeyed, as the raw baseline
+                    "ttl": 600,
                 }
                 cur.execute(execute, [params[key] for key in names])
                 rows = cur.fetchall()

@@ -66,6 +66,8 @@ def _heartbeat_loop(dsn: str, job: dict, seconds: float, start_at: float):
             "ids": [],
             "tokens": [],
             "records": [],
+            "key": None,
+            "ttl": 600,
         }
         rows = conn.execute(job["take"], params).fetchall()
         held = [(row[6], row[7]) for row in rows if row[6] is not None]
