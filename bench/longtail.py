@@ -34,12 +34,7 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "server.settings")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
-# Benchmarks serve nobody: a throw-away key when none is set (DATABASE_URL makes one required).
-os.environ.setdefault("SECRET_KEY", "benchmark-only-not-secret")
+from _env import ROOT  # first: it sets up the project
 
 
 def worker(index, url, key, name, items, speed, start_at, out):

@@ -17,14 +17,8 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "server.settings")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
-# Benchmarks serve nobody: a throw-away key when none is set (DATABASE_URL makes one required).
-os.environ.setdefault("SECRET_KEY", "benchmark-only-not-secret")
+import _env  # noqa: F401  (it sets up the project)
 
 
 def main():

@@ -26,19 +26,8 @@ import statistics
 import sys
 import time
 import uuid
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "server.settings")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
-# Benchmarks serve nobody: a throw-away key when none is set (DATABASE_URL makes one required).
-os.environ.setdefault("SECRET_KEY", "benchmark-only-not-secret")
-
-
-def percentile(values, q):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+from _env import percentile  # first: it sets up the project
 
 
 def main():

@@ -36,9 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import dispatch  # noqa: E402  (sets up the paths and environment the clients need)
+import dispatch  # noqa: E402  (its clients, and _env's set-up of the project)
+from _env import ROOT, percentile  # noqa: E402
 
-ROOT = dispatch.ROOT
 HOLD = 8
 
 
@@ -131,8 +131,8 @@ def run_both(target, jobs_by_arm: dict, dsns: dict, clients: int, seconds: float
         latencies = [lat for r in rows for lat in r[1]]
         figures[arm] = {
             "per_s": sum(r[0] for r in rows) / seconds,
-            "p50_ms": dispatch.percentile(latencies, 0.50) * 1000,
-            "p99_ms": dispatch.percentile(latencies, 0.99) * 1000,
+            "p50_ms": percentile(latencies, 0.50) * 1000,
+            "p99_ms": percentile(latencies, 0.99) * 1000,
             "max_s": max(latencies),
         }
     return figures

@@ -149,9 +149,9 @@ class WorkQueue:
 
     # -- the server job ---------------------------------------------------
 
-    def spec(self) -> dict:
-        spec = {
-            "name": self.job_name,
+    def _identity(self) -> dict:
+        """What defines the queue's items: the job's spec less its name and lease settings."""
+        return {
             "works": self._works,
             "num_epochs": self.num_epochs,
             "shuffle": self.shuffle,
@@ -159,6 +159,9 @@ class WorkQueue:
             "prefix": self.prefix,
             "num_slices": self.num_slices,
         }
+
+    def spec(self) -> dict:
+        spec = {"name": self.job_name, **self._identity()}
         if self.lease_timeout is not None:
             spec["lease_timeout"] = self.lease_timeout
         if self.max_attempts is not None:
@@ -283,15 +286,7 @@ class WorkQueue:
 
         A checkpoint saved by a queue with another digest is ignored on restore.
         """
-        identity = {
-            "works": self._works,
-            "num_epochs": self.num_epochs,
-            "shuffle": self.shuffle,
-            "seed": self.seed,
-            "prefix": self.prefix,
-            "num_slices": self.num_slices,
-        }
-        return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+        return hashlib.sha256(json.dumps(self._identity(), sort_keys=True).encode()).hexdigest()
 
     def _worker_name(self) -> str:
         return self.worker or default_worker_name()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from ..models import Item, ItemState, Job, JobAction, JobState, Snapshot, Worker
+from ..selectors import AUDIT_COLUMNS
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -133,21 +134,7 @@ class ItemSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Item
-        fields = [
-            "id",
-            "item",
-            "epoch",
-            "position",
-            "state",
-            "attempts",
-            "worker",
-            "leased_at",
-            "expires_at",
-            "completed_at",
-            "duration",
-            "records",
-            "error",
-        ]
+        fields = [*AUDIT_COLUMNS, "expires_at"]  # the audit's columns, and a live lease's expiry
         read_only_fields = fields
 
 
