@@ -10,52 +10,27 @@ reads those items.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import logging
 import os
-import re
-import socket
-import sys
 import threading
-import traceback
 import warnings
 import weakref
 from contextlib import contextmanager
 
-from . import errors
+from . import at_exit, errors
 from . import tf as tf_support
 from .client import Client
 from .leaser import Leaser
+from .names import default_worker_name, job_name_for
 from .stream import QueueExhausted, Stream, exhausted_message
 from .transport import Transport
 
 log = logging.getLogger("worker_sdk")
 
 # QueueExhausted and exhausted_message are part of this module's surface.
-__all__ = ["WorkQueue", "QueueExhausted", "exhausted_message", "default_worker_name", "job_name_for"]
-
-_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def default_worker_name() -> str:
-    """host:pid:task, the task index from SHARDLINE_TASK or TF_CONFIG when there is one."""
-    task = os.environ.get("SHARDLINE_TASK")
-    if task is None:
-        try:
-            config = json.loads(os.environ.get("TF_CONFIG", "{}"))
-            task = f"{config['task']['type']}{config['task']['index']}"
-        except (ValueError, KeyError, TypeError):
-            task = "0"
-    return f"{socket.gethostname()}:{os.getpid()}:{task}"
-
-
-def job_name_for(name: str, run: str | None) -> str:
-    base = _NAME_UNSAFE.sub("-", name).strip("-") or "work_queue"
-    if run:
-        base = f"{base}.{_NAME_UNSAFE.sub('-', run).strip('-')}"
-    return base[:200]
+__all__ = ["WorkQueue", "QueueExhausted", "exhausted_message"]
 
 
 class WorkQueue:
@@ -133,7 +108,7 @@ class WorkQueue:
         # what ended ones still hold, a restore re-opens them all.
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         self._default: Stream | None = None
-        _register(self)
+        at_exit.register(self)
         # Trackable (tf.train.Checkpoint(work_queue=wq) saves its position)
         # when TensorFlow is loaded already; without it nothing is imported.
         tf_support.adopt(self)
@@ -229,7 +204,7 @@ class WorkQueue:
         self.__dict__.update(state)
         self._streams = weakref.WeakSet()
         self._state_lock = threading.Lock()
-        _register(self)
+        at_exit.register(self)
 
     # -- plain Python ---------------------------------------------------------
 
@@ -417,32 +392,3 @@ class WorkQueue:
             self._leaser()
             self._default = self.stream()
         return self._default
-
-
-# -- process exit ---------------------------------------------------------------
-
-_queues: "weakref.WeakSet[WorkQueue]" = weakref.WeakSet()
-
-
-def _register(queue: WorkQueue) -> None:
-    _queues.add(queue)
-
-
-@atexit.register
-def _close_queues():
-    # A normal exit means the readers finished: acknowledge what they hold.
-    # After an uncaught exception (the interpreter keeps it in sys.last_value)
-    # the items are left to expire and be read again.
-    if getattr(sys, "last_value", None) is not None:
-        # The printed traceback's frames still hold what the script was
-        # iterating, e.g. a tf.data iterator over input_dataset(). Destroyed
-        # later, during interpreter shutdown, its finalizer waits for a Python
-        # callback that can no longer run and the process hangs (1 exit in 4
-        # on two busy cores). Released now, it is destroyed while Python runs.
-        traceback.clear_frames(sys.last_traceback)
-        return
-    for queue in list(_queues):
-        try:
-            queue.close()
-        except errors.ShardlineError as exc:
-            log.warning("work queue %s: could not complete held items at exit: %s", queue.name, exc)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 from typing import Callable, Iterable, Iterator
 
-from .queue import QueueExhausted, WorkQueue, default_worker_name
+from .names import default_worker_name
+from .queue import QueueExhausted, WorkQueue
 
 try:
     from torch.utils.data import IterableDataset, get_worker_info

@@ -1,0 +1,46 @@
+"""What the queues of a process do when it exits.
+
+A normal exit means the readers finished: every queue acknowledges what it
+holds. After an uncaught exception (the interpreter keeps it in
+``sys.last_value``) the items are left to expire and be read again.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import sys
+import traceback
+import weakref
+from typing import TYPE_CHECKING
+
+from . import errors
+
+if TYPE_CHECKING:
+    from .queue import WorkQueue
+
+log = logging.getLogger("worker_sdk")
+
+_queues: weakref.WeakSet[WorkQueue] = weakref.WeakSet()
+
+
+def register(queue: WorkQueue) -> None:
+    """Closes ``queue`` at a normal exit of the process."""
+    _queues.add(queue)
+
+
+@atexit.register
+def _close_queues():
+    if getattr(sys, "last_value", None) is not None:
+        # The printed traceback's frames still hold what the script was
+        # iterating, e.g. a tf.data iterator over input_dataset(). Destroyed
+        # later, during interpreter shutdown, its finalizer waits for a Python
+        # callback that can no longer run and the process hangs (1 exit in 4
+        # on two busy cores). Released now, it is destroyed while Python runs.
+        traceback.clear_frames(sys.last_traceback)
+        return
+    for queue in list(_queues):
+        try:
+            queue.close()
+        except errors.ShardlineError as exc:
+            log.warning("work queue %s: could not complete held items at exit: %s", queue.name, exc)
