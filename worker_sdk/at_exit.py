@@ -1,7 +1,8 @@
 """What the queues of a process do when it exits.
 
-A normal exit means the readers finished: every queue acknowledges what it
-holds. After an uncaught exception (the interpreter keeps it in
+A normal exit means the readers finished: every queue is closed, which
+acknowledges what its consumers that reached their end still hold (an item
+still open elsewhere expires and is read again). After an uncaught exception (the interpreter keeps it in
 ``sys.last_value``) the items are left to expire and be read again.
 """
 

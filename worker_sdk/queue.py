@@ -24,13 +24,13 @@ from . import tf as tf_support
 from .client import Client
 from .leaser import Leaser
 from .names import default_worker_name, job_name_for
-from .stream import QueueExhausted, Stream, exhausted_message
+from .stream import QueueExhausted, Stream
 from .transport import Transport
 
 log = logging.getLogger("worker_sdk")
 
-# QueueExhausted and exhausted_message are part of this module's surface.
-__all__ = ["WorkQueue", "QueueExhausted", "exhausted_message"]
+# QueueExhausted is part of this module's surface.
+__all__ = ["WorkQueue", "QueueExhausted"]
 
 
 class WorkQueue:
@@ -98,7 +98,7 @@ class WorkQueue:
         self.worker = worker or os.environ.get("SHARDLINE_WORKER") or None
         self._client = client or Client(Transport(url, token, retry_seconds=retry_seconds))
         self._job: dict | None = None
-        self._state_lock = threading.Lock()
+        self._state_lock = threading.RLock()  # job, then leaser (which reads job)
         # The process that uses what this queue reads (the torch adapter's
         # loader processes read for their main process); default: the worker.
         self.consumer: str | None = None
@@ -176,18 +176,21 @@ class WorkQueue:
     def _leaser(self) -> Leaser:
         # One leaser (and heartbeat thread) per process: after a fork (a
         # DataLoader worker) the child starts its own under its own name.
+        # Under the lock: dataset()'s interleave threads make their first
+        # take at once, and each would otherwise start a leaser of its own.
         pid = os.getpid()
-        if self._leaser_obj is None or self._leaser_pid != pid:
-            job = self.job
-            worker = self._worker_name()
-            if self._leaser_pid is not None and self._leaser_pid != pid:
-                self._streams = weakref.WeakSet()
-                self._default = None
-            self._leaser_obj = Leaser(
-                self._client, job["id"], worker, self.consumer or worker, float(job["lease_timeout"]), self.name
-            )
-            self._leaser_pid = pid
-        return self._leaser_obj
+        with self._state_lock:
+            if self._leaser_obj is None or self._leaser_pid != pid:
+                job = self.job
+                worker = self._worker_name()
+                if self._leaser_pid is not None and self._leaser_pid != pid:
+                    self._streams = weakref.WeakSet()
+                    self._default = None
+                self._leaser_obj = Leaser(
+                    self._client, job["id"], worker, self.consumer or worker, float(job["lease_timeout"]), self.name
+                )
+                self._leaser_pid = pid
+            return self._leaser_obj
 
     def stream(self, lag: int = 1) -> Stream:
         """A new consumer of this queue (see worker_sdk.stream)."""
@@ -203,7 +206,7 @@ class WorkQueue:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._streams = weakref.WeakSet()
-        self._state_lock = threading.Lock()
+        self._state_lock = threading.RLock()  # job, then leaser (which reads job)
         at_exit.register(self)
 
     # -- plain Python ---------------------------------------------------------

@@ -139,8 +139,8 @@ def _transition(job_id: int, action: str, target: str, user=None, **changes) -> 
         state=target, updated_at=timezone.now(), **changes
     )
     if not updated:
-        current = Job.objects.values_list("state", flat=True).get(pk=job_id)
-        raise InvalidTransition(f"cannot {action} job {job.name!r}: it is {current}")
+        job.refresh_from_db(fields=["state"])  # changed since it was read: say what it is now
+        raise _refusal(job, action)
     Event.objects.create(
         job=job, kind=EventKind.STATE, message=f"{job.state} -> {target} ({action})", worker=actor_name(user)
     )
@@ -180,7 +180,11 @@ def cancel(job_id: int, user=None) -> Job:
 def check_allows(job: Job, action: str) -> None:
     """Raises InvalidTransition unless the job's state allows ``action`` (models.ACTIONS)."""
     if not job.allows(action):
-        raise InvalidTransition(f"cannot {action} job {job.name!r}: it is {job.state}")
+        raise _refusal(job, action)
+
+
+def _refusal(job: Job, action: str) -> InvalidTransition:
+    return InvalidTransition(f"cannot {action} job {job.name!r}: it is {job.state}")
 
 
 def cancellation_message(job: Job) -> str:

@@ -112,12 +112,6 @@ WITH req AS (
      WHERE job_id = %(job)s AND state = 'pending'
        AND EXISTS (SELECT 1 FROM job WHERE state IN ('ready', 'running'))
        AND NOT (SELECT deferred FROM tail)
-       -- After `done`: the caller's completions first, then new locks.
-       -- Otherwise two takers can deadlock: each snapshot may still see
-       -- the item the other has just leased as pending, and locking its
-       -- new version (which then fails the recheck) keeps the lock until
-       -- the statement ends, while each waits in `done` on its own item.
-       AND (SELECT count(*) FROM done) >= 0
      ORDER BY epoch, position
      LIMIT %(count)s
        FOR UPDATE SKIP LOCKED

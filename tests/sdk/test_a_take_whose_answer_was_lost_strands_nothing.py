@@ -33,6 +33,7 @@ class LossyTransport(Transport):
 
 def test_every_item_is_leased_once_although_half_the_take_answers_were_lost(sdk_env, live_api):
     works = [f"/d/{i}" for i in range(6)]
+    LosesTakeAnswers.lost = LosesTakeAnswers.takes = 0  # counted across the sessions of this test only
     # A short lease timeout: a stranded lease would expire and be leased a
     # second time within the test, which the attempts below would show.
     queue = WorkQueue(works, shuffle=False, lease_timeout=1, client=Client(LossyTransport(retry_seconds=30)))

@@ -39,16 +39,9 @@ class StandInQueue:
         return {"reopened": 0}
 
 
-def test_each_internal_is_where_internals_takes_it_from():
-    modules = {
-        "tensorflow.python.trackable.base": ["Trackable"],
-        "tensorflow.python.training.saving.saveable_object": ["SaveableObject", "SaveSpec"],
-        "tensorflow.python.ops.data_flow_ops": ["GPUCompatibleFIFOQueue"],
-    }
-    for module_name, names in modules.items():
-        module = importlib.import_module(module_name)
-        for name in names:
-            assert getattr(internals, name) is getattr(module, name), f"{module_name}.{name}"
+def test_the_restore_module_exists_and_the_gpu_queue_is_a_queue():
+    # The other internals are imported by name when internals.py loads: a
+    # moved one fails this file's collection.
     assert importlib.import_module(internals.RESTORE_MODULE).__name__ == internals.RESTORE_MODULE
     # staging uses the QueueBase ops: enqueue, dequeue, close, size.
     assert issubclass(internals.GPUCompatibleFIFOQueue, tf.queue.QueueBase)

@@ -149,16 +149,16 @@ class WorkQueueSaveable(SaveableObject):
 _saveables: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def register_saveable(queue: WorkQueue, graph=None) -> WorkQueueSaveable:
-    """Adds the queue's SaveableObject to ``graph``'s SAVEABLE_OBJECTS collection (once) and returns it."""
+def register_saveable(queue: WorkQueue) -> WorkQueueSaveable:
+    """Adds the queue's SaveableObject to the default graph's SAVEABLE_OBJECTS collection (once) and returns it."""
     if tf.executing_eagerly():
         raise RuntimeError("saveable() is for TF1 graphs; in eager code use tf.train.Checkpoint(work_queue=wq)")
-    graph = graph or tf.compat.v1.get_default_graph()
+    graph = tf.compat.v1.get_default_graph()
+    # The saveable holds its queue, so the id cannot be reused while it is here.
     per_graph = _saveables.setdefault(graph, {})
     saveable = per_graph.get(id(queue))
-    if saveable is None or saveable.queue is not queue:
-        with graph.as_default():
-            saveable = WorkQueueSaveable(queue, queue.name)
+    if saveable is None:
+        saveable = WorkQueueSaveable(queue, queue.name)
         per_graph[id(queue)] = saveable
         graph.add_to_collection(tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS, saveable)
     return saveable

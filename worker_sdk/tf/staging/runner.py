@@ -42,7 +42,7 @@ class _StageRunner:
         self._coord = coord
         self._put = graph.get_operation_by_name(stage.put_op)
         self._put_error = graph.get_operation_by_name(stage.put_error_op)
-        self.error_code = graph.get_tensor_by_name(stage.error_code_feed)
+        self._error_code = graph.get_tensor_by_name(stage.error_code_feed)
         self._error_message = graph.get_tensor_by_name(stage.error_message_feed)
         self._close = graph.get_operation_by_name(stage.close_op)
         self._cancel = graph.get_operation_by_name(stage.cancel_op)
@@ -169,7 +169,7 @@ class _StageRunner:
             # recovers from preemption errors by recreating the session.
             self._coord.request_stop(exc)
         message = f"staged '{self.stage.name}': a producer failed with {describe(exc)}"
-        feed = {self.error_code: error_code(exc), self._error_message: message}
+        feed = {self._error_code: error_code(exc), self._error_message: message}
         try:
             for _ in range(self.stage.num_clients):
                 self.session.run(self._put_error, feed_dict=feed)
