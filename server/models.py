@@ -98,8 +98,8 @@ class Job(models.Model):
     # Whether the unread records of leased record ranges may be split off to
     # idle workers at the end of the queue (services/splits.py).
     split_tail = models.BooleanField(default=True)
-    # Splits made: each one's remainder is a new item of its epoch, at
-    # position units_count + (the split's number).
+    # Pieces split off: each is a new item of its epoch, at position
+    # units_count + (the piece's number).
     splits = models.PositiveIntegerField(default=0)
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.READY)
     # The state a paused job resumes to.
@@ -197,8 +197,9 @@ class Item(models.Model):
     # range_end), its remainder is a new item with the rest, whose parent is
     # the cut one. While leased: the next record the holder will read
     # (read_to, reported with heartbeats, at read_at) and a split asked of it
-    # (split_at, for the worker split_for, at split_asked_at). All of these
-    # but the range are cleared with every new lease.
+    # (split_at, for the worker split_for, at split_asked_at, its remainder
+    # to be cut into split_pieces items). All of these but the range are
+    # cleared with every new lease.
     range_start = models.BigIntegerField(null=True, blank=True)
     range_end = models.BigIntegerField(null=True, blank=True)
     parent_id = models.BigIntegerField(null=True, blank=True)
@@ -207,6 +208,7 @@ class Item(models.Model):
     split_at = models.BigIntegerField(null=True, blank=True)
     split_for = models.TextField(null=True, blank=True)
     split_asked_at = models.DateTimeField(null=True, blank=True)
+    split_pieces = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "shardline_item"

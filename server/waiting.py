@@ -14,13 +14,15 @@ announces what a waiting take could be waiting for (migrations/0013):
     <job>:state:<s>     the job's state changed (done, cancelled, paused...)
     <job>:split:<worker> a split was asked of a lease of this worker: its
                         heartbeat, if it waits on the server, answers at once
+    <job>:refused:<worker> the holder refused a split asked for this worker:
+                        its take asks another holder
 
 Each wakes only the waiters it may concern, so that a few hundred waiting
 workers cost the database O(events), not O(workers): ``pending`` wakes as
 many waiters as items came (oldest first), ``done`` counts down each
 waiter's ``waiting_on`` (the leases its take said were worth waiting for)
 and wakes those that reach zero, ``state`` wakes every waiter of the job,
-``split`` the heartbeat that holds the lease.
+``split`` the heartbeat that holds the lease, ``refused`` the take that asked.
 A woken waiter takes again; one that was too late waits again.
 
 A request marks its place in the stream of notifications before it runs
@@ -45,6 +47,11 @@ CHANNEL = "shardline_job"
 # Notifications kept for waits that start after their request ran (see mark).
 RECENT = 4096
 RECONNECT_SECONDS = (0.5, 1.0, 2.0, 5.0)
+# What woke a waiter: a notification's (kind, value), or ANY (a reconnection,
+# too many to replay, a wake of the whole job) when it cannot say which.
+Note = tuple[str, str]
+ANY: Note = ("any", "")
+JOB_DONE: Note = ("state", "done")
 # Connection keywords of Django's psycopg settings that a plain connection takes.
 _CONNINFO = (
     "dbname",
@@ -72,6 +79,8 @@ class Waiter:
     woken: asyncio.Future
     # A heartbeat's holders (worker names): a split asked of one of their leases wakes it.
     holders: frozenset[str] = field(default_factory=frozenset)
+    # A take's worker: a split asked for it and refused wakes it.
+    taker: str | None = None
 
 
 class Listener:
@@ -92,27 +101,29 @@ class Listener:
         return self._seq
 
     async def wait(
-        self, job: int, waiting_on: int, timeout: float, holders: frozenset[str] = frozenset(), since: int | None = None
-    ) -> bool:
+        self,
+        job: int,
+        waiting_on: int,
+        timeout: float,
+        holders: frozenset[str] = frozenset(),
+        since: int | None = None,
+        taker: str | None = None,
+    ) -> Note | None:
         """Waits until a notification concerns this waiter (one since ``since`` included) or ``timeout`` seconds pass.
 
-        True when woken.
+        The notification that woke it (ANY when it cannot tell), or None at the timeout.
         """
         self._start()
-        waiter = Waiter(job, waiting_on, asyncio.get_running_loop().create_future(), holders)
+        waiter = Waiter(job, waiting_on, asyncio.get_running_loop().create_future(), holders, taker)
         if since is not None:
-            oldest = self._recent[0][0] if self._recent else self._seq + 1
-            if since + 1 < oldest:  # more came than are kept: take again
-                return True
-            for seq, note_job, kind, value in self._recent:
-                if seq > since and (note_job is None or (note_job == job and _concerns(waiter, kind, value))):
-                    return True
+            came = self._came_since(waiter, since)
+            if came is not None:
+                return came
         self._waiters.setdefault(job, []).append(waiter)
         try:
-            await asyncio.wait_for(waiter.woken, timeout)
-            return True
+            return await asyncio.wait_for(waiter.woken, timeout)
         except TimeoutError:
-            return False
+            return None
         finally:
             # Also on cancellation (the client went away): nothing stays behind.
             waiters = self._waiters.get(job, [])
@@ -120,6 +131,19 @@ class Listener:
                 waiters.remove(waiter)
             if not waiters:
                 self._waiters.pop(job, None)
+
+    def changed_since(self, job: int, waiting_on: int, since: int, taker: str | None = None) -> bool:
+        """Whether a take's wait of ``job`` would have been woken by what came after ``since`` (see ``wait``)."""
+        return self._came_since(Waiter(job, waiting_on, None, frozenset(), taker), since) is not None
+
+    def _came_since(self, waiter: Waiter, since: int) -> Note | None:
+        oldest = self._recent[0][0] if self._recent else self._seq + 1
+        if since + 1 < oldest:  # more came than are kept: take again
+            return ANY
+        for seq, job, kind, value in self._recent:
+            if seq > since and (job is None or (job == waiter.job and _concerns(waiter, kind, value))):
+                return ANY if job is None else (kind, value)
+        return None
 
     def notify(self, payload: str) -> None:
         """Wakes the waiters a notification concerns (see the module docstring)."""
@@ -136,7 +160,13 @@ class Listener:
             waiters = [w for w in waiters if not w.holders][: max(1, int(value))]
         for waiter in waiters:
             if _concerns(waiter, kind, value):
-                waiter.woken.set_result(True)
+                waiter.woken.set_result((kind, value))
+
+    def wake_job(self, job: int) -> None:
+        """Wakes every waiter of ``job`` in this process: each takes again (a token's parked takes were dropped)."""
+        for waiter in self._waiters.get(job, []):
+            if not waiter.woken.done():
+                waiter.woken.set_result(ANY)
 
     def _wake_all(self) -> None:
         self._seq += 1
@@ -144,7 +174,7 @@ class Listener:
         for waiters in self._waiters.values():
             for waiter in waiters:
                 if not waiter.woken.done():
-                    waiter.woken.set_result(True)
+                    waiter.woken.set_result(ANY)
 
     def _start(self) -> None:
         if self._task is None or self._task.done():
@@ -181,6 +211,8 @@ def _concerns(waiter: Waiter, kind: str, value: str) -> bool:
     """Whether a notification of the waiter's job ends its wait (a ``done`` counts its waiting_on down)."""
     if kind == "split":
         return value in waiter.holders
+    if kind == "refused":
+        return not waiter.holders and value == waiter.taker
     if kind == "pending":
         return not waiter.holders
     if kind == "done":

@@ -63,7 +63,8 @@ class TakeView(APIView):
         response = Response(request_service.answer_once(job_id, key, completions, take, _take_answer))
         if data["wait"] and results and results[-1].waitable:
             result = results[-1]
-            waits.offer(request, response, waits.Wait(data["wait"], job_id, result.waiting_on or 0, result.wake_by))
+            wait = waits.Wait(data["wait"], job_id, result.waiting_on or 0, result.wake_by, taker=data["worker"])
+            waits.offer(request, response, wait)
         return response
 
 

@@ -31,15 +31,18 @@ class Wait:
     # A heartbeat's holders (worker names): it waits for a split asked of one of their leases.
     holders: frozenset[str] = frozenset()
     answer: str = "retry_after"  # the field that says when to ask again: 0 once the wait is used up
+    # A take's worker: a split asked for it and refused wakes it (to ask another holder).
+    taker: str | None = None
 
     def to_header(self) -> str:
         wake_by = "-" if self.wake_by is None else repr(float(self.wake_by))
         holders = ",".join(quote(name, safe="") for name in sorted(self.holders)) or "-"
-        return f"{float(self.seconds)!r} {self.job} {self.waiting_on} {wake_by} {holders} {self.answer}"
+        taker = "-" if self.taker is None else quote(self.taker, safe="")
+        return f"{float(self.seconds)!r} {self.job} {self.waiting_on} {wake_by} {holders} {self.answer} {taker}"
 
     @classmethod
     def from_header(cls, value: str) -> "Wait":
-        seconds, job, waiting_on, wake_by, holders, answer = value.split()
+        seconds, job, waiting_on, wake_by, holders, answer, taker = value.split()
         return cls(
             float(seconds),
             int(job),
@@ -47,6 +50,7 @@ class Wait:
             None if wake_by == "-" else float(wake_by),
             frozenset() if holders == "-" else frozenset(unquote(name) for name in holders.split(",")),
             answer,
+            None if taker == "-" else unquote(taker),
         )
 
 

@@ -14,8 +14,17 @@ tracker's try_claim and try_split), on leases:
    the point asked, or the next record it has not claimed if it is already
    past it, or its end (a refusal: too little left).
 3. **Cut.** One statement (cut.sql) shrinks the lease to [start, at) and
-   makes [at, end) a new pending item of the same epoch, which the next take
-   leases; a split of a split is the same.
+   makes [at, end) new pending items of the same epoch, which the next takes
+   lease; a split of a split is the same.
+
+Where to cut is planned for the whole job, not for the pair: the holder
+keeps what it reads by the time all the job's workers, sharing every unread
+record from now on, would finish, and the rest is cut into as many pieces as
+there are workers to read it by then. When the first fast worker runs out,
+one answer from a slow holder hands work to every idle worker; a split
+planned for the pair alone (finish together with this one taker) leaves the
+slow holder seconds of reading and needs a chain of further splits, a round
+trip each, while the others wait (bench/RESULTS.md, "The liquid tail").
 
 Nothing is read twice or skipped: the holder claims each record before it
 reads it and never claims one at or past a point it answered, the cut is
@@ -41,8 +50,14 @@ log = logging.getLogger("shardline.splits")
 # they hear that the tail has begun.
 TAIL_HEARTBEAT = 0.25
 RANGE_HEARTBEAT = 2.0
-# The request's lead: the records the holder reads before it hears of it.
-REQUEST_LEAD = TAIL_HEARTBEAT + 0.1
+# The request's lead: how long the holder reads on before it hears of it.
+# A holder's heartbeat waits on the server (server/gateway.py) and hears a
+# request within milliseconds. Served without the gateway, it hears it at its
+# next heartbeat, up to TAIL_HEARTBEAT later, and if it is past the point by
+# then it stops where it is: it keeps less than planned, and the idle workers
+# get more. Erring short is cheap, erring long is not: a slow holder that
+# keeps a few records too many is the last worker to finish.
+REQUEST_LEAD = 0.05
 # An unanswered request is replaced after this long (its holder may be dead).
 STALE_REQUEST = 4 * TAIL_HEARTBEAT + 1.0
 
@@ -73,7 +88,7 @@ def heartbeat_in(rows) -> float | None:
 def cut(lease_id: int, token: int, at: int) -> dict:
     """The holder of ``lease_id`` stops at record ``at``: below its end, the rest becomes a new item."""
     with metrics.timed("split"):
-        rows = sql.run("cut", {"id": lease_id, "token": token, "at": at})
+        rows = sql.run("cut", {"id": lease_id, "token": token, "at": at, "floor": floor()})
         if not rows:
             raise LeaseLost(
                 f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
@@ -87,11 +102,12 @@ def cut(lease_id: int, token: int, at: int) -> dict:
                 f"({row.first}) and at or after the position its holder reported"
             )
     if row.made:
-        metrics.LEASE_ITEMS.labels("split").inc()
+        metrics.LEASE_ITEMS.labels("split").inc(row.pieces)  # the items made
         log.info(
             "lease split",
             extra={"event": "lease_split", "job": row.job_id, "item": lease_id, "count": row.stop - at},
         )
+
     return {
         "id": lease_id,
         "start": row.first,

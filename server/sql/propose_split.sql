@@ -11,14 +11,29 @@
 --   asked      a request this worker made that is still unanswered: it waits
 --              for that one rather than splitting a second lease.
 --   estimated  where each holder is now: its report plus its pace since,
---              plus %(lead)s seconds for the request to reach it.
+--              plus %(lead)s seconds for the request to reach it; askable
+--              when it was not asked in the last %(stale)s seconds (a request
+--              is pending, or the holder just refused).
+--   plan       how long the unread records of all leases take if the job's
+--              workers (seen lately: holders and waiting takers, this one
+--              included) share them from now on: left = unread / the sum
+--              of their paces (a worker whose pace is not known yet counts
+--              at the mean pace).
 --   victim     the lease that would finish last (unread records over its
 --              pace; unknown paces last, then the most unread), if it has
---              at least twice %(floor)s records left. The split point makes
---              holder and taker finish together: the holder keeps
---              unread * r / (r + m) of the rest, r its pace and m the mean
---              pace of the job's holders (half when a pace is unknown), and
---              the remainder keeps at least %(floor)s records.
+--              at least twice %(floor)s records left. Its holder keeps what
+--              it reads in `left` seconds, and never more than its share
+--              with this one taker (unread * r / (r + m), r its pace, m the
+--              mean; half when r is not known): then every worker ends
+--              together, not only these two, and the holder of a slow
+--              lease is not left with seconds of reading that the others
+--              would finish in a fraction of one. The remainder keeps at
+--              least %(floor)s records.
+--   pieces     the remainder is cut into pieces of what a worker at the mean
+--              pace reads in `left` seconds (at least %(floor)s records each,
+--              at most one per other worker): one answer from the holder
+--              hands work to every idle worker at once, instead of a chain
+--              of splits, one round trip each.
 --   proposed   guarded by the same conditions, so two idle workers never
 --              ask one holder at once; a request unanswered for %(stale)s
 --              seconds (its holder died, or refused silently) may be replaced.
@@ -26,7 +41,7 @@
 -- Returns one row: whether this worker has a request pending (asked), and
 -- the lease asked now (null when none qualifies).
 WITH job AS (
-    SELECT id
+    SELECT id, lease_timeout
       FROM shardline_job
      WHERE id = %(job)s AND split_tail AND state IN ('ready', 'running')
 ), held AS (
@@ -51,28 +66,47 @@ WITH job AS (
      WHERE split_for = %(worker)s AND split_asked_at > now() - make_interval(secs => %(stale)s)
 ), estimated AS (
     SELECT id, stop, rate,
+           split_asked_at IS NULL OR split_asked_at < now() - make_interval(secs => %(stale)s) AS askable,
            least(stop, read_to + coalesce(rate, 0) * (since_read + %(lead)s)) AS here
       FROM held
      WHERE stop IS NOT NULL
-       AND (split_at IS NULL OR split_asked_at < now() - make_interval(secs => %(stale)s))
-), mean AS (
-    SELECT avg(rate) AS rate FROM held WHERE rate > 0
+), plan AS (
+    SELECT p.mean,
+           p.unread / nullif(p.known + greatest(w.n - p.rated, 1) * p.mean, 0) AS left,
+           greatest(w.n - 1, 1) AS others
+      FROM (SELECT avg(rate) FILTER (WHERE rate > 0) AS mean,
+                   coalesce(sum(rate) FILTER (WHERE rate > 0), 0) AS known,
+                   count(*) FILTER (WHERE rate > 0) AS rated,
+                   sum(stop - here) AS unread
+              FROM estimated) AS p,
+           (SELECT count(*) AS n
+              FROM shardline_worker AS w, job AS j
+             WHERE w.job_id = j.id AND w.last_seen > now() - make_interval(secs => 2 * j.lease_timeout)) AS w
 ), victim AS (
-    SELECT e.id,
-           least(ceil(e.here + (e.stop - e.here) * coalesce(e.rate / nullif(e.rate + m.rate, 0), 0.5)),
+    -- least() skips nulls: with no pace known, the holder keeps half.
+    SELECT e.id, e.stop,
+           least(ceil(e.here + least((e.stop - e.here) * coalesce(e.rate / nullif(e.rate + p.mean, 0), 0.5),
+                                     coalesce(e.rate, p.mean) * p.left)),
                  e.stop - %(floor)s)::bigint AS point
-      FROM estimated AS e, mean AS m
-     WHERE (SELECT n FROM asked) = 0 AND e.stop - e.here >= 2 * %(floor)s
+      FROM estimated AS e, plan AS p
+     WHERE e.askable AND (SELECT n FROM asked) = 0 AND e.stop - e.here >= 2 * %(floor)s
      ORDER BY (e.stop - e.here) / nullif(e.rate, 0) DESC NULLS LAST, e.stop - e.here DESC
      LIMIT 1
+), pieces AS (
+    SELECT v.id, v.point,
+           greatest(1, least(round((v.stop - v.point) / nullif(p.mean * p.left, 0)),
+                             (v.stop - v.point) / %(floor)s,
+                             p.others))::int AS n
+      FROM victim AS v, plan AS p
 ), proposed AS (
     UPDATE shardline_item AS i
-       SET split_at = v.point,
+       SET split_at = c.point,
+           split_pieces = c.n,
            split_for = %(worker)s,
            split_asked_at = now()
-      FROM victim AS v
-     WHERE i.id = v.id AND i.state = 'leased'
-       AND (i.split_at IS NULL OR i.split_asked_at < now() - make_interval(secs => %(stale)s))
+      FROM pieces AS c
+     WHERE i.id = c.id AND i.state = 'leased'
+       AND (i.split_asked_at IS NULL OR i.split_asked_at < now() - make_interval(secs => %(stale)s))
  RETURNING i.id, i.worker
 ), notified AS (
     -- The holder's heartbeat may be waiting for exactly this (server/waiting.py).

@@ -58,7 +58,7 @@ WITH req AS (
            seq = nextval('shardline_completion_seq')
       FROM req AS r
      WHERE i.id = r.id AND i.job_id = %(job)s AND i.state = 'leased' AND i.token = r.token
- RETURNING i.id
+ RETURNING i.id, i.duration
 ), job AS (
     SELECT id, state, lease_timeout, max_attempts, num_epochs, epochs_materialised, units_count
       FROM shardline_job
@@ -80,9 +80,14 @@ WITH req AS (
                     AND mine.seconds_per_item > 2 * others.workers / others.items_per_second, false) AS deferred
       FROM remaining AS r
       LEFT JOIN LATERAL (
-            SELECT busy_seconds / items_done AS seconds_per_item
-              FROM shardline_worker
-             WHERE job_id = %(job)s AND name = %(worker)s AND items_done >= 1
+            -- With the completions this request carries: the worker row
+            -- shows them only after this statement (the trigger), and a slow
+            -- worker's first item, acknowledged with its next take, would
+            -- otherwise never count.
+            SELECT (w.busy_seconds + d.seconds) / (w.items_done + d.n) AS seconds_per_item
+              FROM shardline_worker AS w,
+                   (SELECT count(*) AS n, coalesce(sum(duration), 0) AS seconds FROM done) AS d
+             WHERE w.job_id = %(job)s AND w.name = %(worker)s AND w.items_done + d.n >= 1
            ) AS mine ON r.items < %(tail_window)s
       LEFT JOIN LATERAL (
             SELECT sum(w.items_done / w.busy_seconds) AS items_per_second, count(*) AS workers
@@ -143,7 +148,8 @@ WITH req AS (
            read_at = CASE WHEN %(tracks)s::boolean THEN now() END,
            split_at = NULL,
            split_for = NULL,
-           split_asked_at = NULL
+           split_asked_at = NULL,
+           split_pieces = NULL
       FROM picked
      WHERE i.id = picked.id
  RETURNING i.id, i.token, i.epoch, i.position, i.unit_idx, i.expires_at, i.range_start, i.range_end

@@ -1,5 +1,7 @@
 """Straggler-aware leasing: near the end, a worker much slower than the others gets nothing."""
 
+from datetime import timedelta
+
 import pytest
 
 from server.models import Item, Worker
@@ -31,6 +33,19 @@ def test_a_much_slower_worker_is_told_to_wait_while_faster_ones_finish(worker_cl
     result = take(worker_client, job_near_its_end["id"], "slow")
     assert result["leases"] == [] and result["exhausted"] is False and result["retry_after"] == 0.5
     assert len(take(worker_client, job_near_its_end["id"], "fast-1")["leases"]) == 1
+
+
+def test_a_slow_first_item_acknowledged_with_the_next_take_counts(worker_client, job_near_its_end):
+    # The slow worker has finished nothing before; its first item, 40 s long,
+    # is acknowledged in the take that asks for the next (WorkQueue.ranges()
+    # does so): that take must already see it as slow.
+    job_id = job_near_its_end["id"]
+    Worker.objects.filter(job_id=job_id, name="slow").update(items_done=0, busy_seconds=0)
+    held = Item.objects.get(job_id=job_id, worker="slow", state="leased")
+    Item.objects.filter(id=held.id).update(leased_at=held.leased_at - timedelta(seconds=40))
+    result = take(worker_client, job_id, "slow", complete=[{"id": held.id, "token": held.token}])
+    assert result["completed"] == [held.id]
+    assert result["leases"] == [] and result["retry_after"] == 0.5
 
 
 def test_the_fastest_worker_is_never_deferred(worker_client, job_near_its_end):

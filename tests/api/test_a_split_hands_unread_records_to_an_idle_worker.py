@@ -100,9 +100,10 @@ def test_the_rest_of_a_range_becomes_an_item_that_the_idle_worker_leases(worker_
     assert [(item, worker) for item, worker, _message in events(job["id"], "remainder")] == [(remainder["id"], "idle")]
 
 
-def test_the_split_point_lets_holder_and_taker_finish_together(worker_client, job_name):
+def test_the_split_point_lets_every_worker_finish_together(worker_client, job_name):
     job = create_job(worker_client, job_name, ["/f.csv?start=0&end=10000", "/g.csv?start=0&end=10000"], shuffle=False)
-    slow, fast = take(worker_client, job["id"], "slow", count=2)["leases"]
+    slow = take(worker_client, job["id"], "slow")["leases"][0]
+    fast = take(worker_client, job["id"], "fast")["leases"][0]
     extend(worker_client, slow, position=1000)
     extend(worker_client, fast, position=3000)
     began_seconds_ago(slow["id"], 10)  # 100 records/s, 9,000 left: 90 s
@@ -110,10 +111,52 @@ def test_the_split_point_lets_holder_and_taker_finish_together(worker_client, jo
     take(worker_client, job["id"], "idle")
     asked = extend(worker_client, slow)["splits"]
     assert list(asked) == [str(slow["id"])]  # the lease that would finish last
-    # The mean pace of the holders is 1,550 records/s: the slow holder keeps
-    # 100 / (100 + 1,550) of what it has left.
+    # Three workers share about 16,000 unread records at 100 + 3,000 + 1,550
+    # (the idle one at the mean pace) records/s: all done in about 3.4 s if
+    # the slow holder keeps what it reads by then, 340 records. Sharing with
+    # the one taker alone, it would have kept 9,000 * 100 / 1,650 = 545.
     at = asked[str(slow["id"])]
-    assert 1000 + 9000 * 100 / 1650 < at < 1100 + 9000 * 100 / 1650 + 1
+    assert 1000 + 320 < at < 1000 + 360
+
+
+def test_the_rest_is_cut_into_a_piece_for_each_idle_worker(worker_client, job_name):
+    job = create_job(worker_client, job_name, ["/f.csv?start=0&end=10000"])
+    held = take(worker_client, job["id"], "holder")["leases"][0]
+    for idle in ("idle-1", "idle-2", "idle-3", "idle-4"):  # seen by the server; nothing to split yet
+        assert take(worker_client, job["id"], idle)["leases"] == []
+    extend(worker_client, held, position=1000)
+    began_seconds_ago(held["id"], 10)  # 100 records/s, 9,000 left
+
+    take(worker_client, job["id"], "idle-1")
+    at = extend(worker_client, held)["splits"][str(held["id"])]
+    # Five workers at 100 records/s share 9,000 records: 18 s each. The holder
+    # keeps what it reads in 18 s, the other four get a piece each.
+    assert 1000 + 1750 < at < 1000 + 1850
+    answer = split(worker_client, held, at).json()
+    assert answer["split"] and answer["end"] == at
+
+    pieces = [take(worker_client, job["id"], idle)["leases"] for idle in ("idle-1", "idle-2", "idle-3", "idle-4")]
+    assert all(len(leases) == 1 for leases in pieces)
+    ranges = [(leases[0]["start"], leases[0]["end"]) for leases in pieces]
+    assert [lease[0]["id"] for lease in pieces][0] == answer["remainder"]
+    # In record order, end to end, from the cut to the old end, about equal.
+    assert [first for first, _stop in ranges] == sorted(first for first, _stop in ranges)
+    assert ranges[0][0] == at and ranges[-1][1] == 10000
+    assert all(stop == next_first for (_f, stop), (next_first, _s) in zip(ranges, ranges[1:]))
+    assert max(stop - first for first, stop in ranges) - min(stop - first for first, stop in ranges) <= 1
+    assert take(worker_client, job["id"], "idle-5")["leases"] == []  # nothing more was made
+    rows = item_rows(job["id"])
+    assert [(first, stop, parent) for _id, _state, first, stop, parent, _pos in rows] == [
+        (0, at, None),
+        *((first, stop, held["id"]) for first, stop in ranges),
+    ]
+    assert [pos for *_rest, pos in rows] == [0, 1, 2, 3, 4]
+    (message,) = [message for _item, _worker, message in events(job["id"], "split")]
+    assert message == (
+        f"split at record {at}: the holder keeps [0, {at}); records [{at}, 10000) became 4 items, "
+        f"{pieces[0][0]['id']} to {pieces[-1][0]['id']} for idle-1"
+    )
+    assert len(events(job["id"], "remainder")) == 4
 
 
 def test_a_holder_past_the_point_cuts_where_it_is(worker_client, job_name):

@@ -122,6 +122,30 @@ def test_a_split_wakes_the_holders_heartbeat_and_then_the_waiting_take(api):
     assert (remainder["id"], remainder["start"], remainder["end"]) == (cut["remainder"], at, 1000)
 
 
+def test_a_refused_split_wakes_the_take_and_it_asks_another_holder(api):
+    job_id = create(api, ["/f.csv?start=0&end=1000", "/g.csv?start=0&end=1000"], shuffle=False)
+    refs = []
+    for holder in ("holder-a", "holder-b"):
+        held = take(api, job_id, holder)["leases"][0]
+        refs.append({"id": held["id"], "token": held["token"], "position": 0})
+        assert api.post("/api/v1/leases/extend/", {"leases": [refs[-1]]}).ok
+
+    def asked(ref):
+        return api.post("/api/v1/leases/extend/", {"leases": [ref]}).json()["splits"]
+
+    waiting = Waiting(api, job_id, "idle")
+    waiting.start()  # finds nothing, asks one holder for a split, waits
+    wait_until(lambda: any(asked(ref) for ref in refs), 10, 0.02, "a split to be asked")
+    first, other = refs if asked(refs[0]) else refs[::-1]
+    assert not asked(other)
+    refusal = api.post(f"/api/v1/leases/{first['id']}/split/", {"token": first["token"], "at": 1000}).json()
+    assert not refusal["split"]
+    # Woken by the refusal, the take asks the other holder at once, not when its wait ends.
+    began = time.monotonic()
+    wait_until(lambda: asked(other), WAIT / 2, 0.02, "the other holder to be asked")
+    assert time.monotonic() - began < WAIT / 2 and waiting.is_alive()
+
+
 def test_the_end_of_the_job_wakes_every_waiting_take(api):
     job_id = create(api, ["/a"])
     held = take(api, job_id, "holder")["leases"][0]
