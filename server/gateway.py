@@ -16,9 +16,14 @@ as a sync worker does, and only the waiting happens here:
    the request (``X-Shardline-Gateway``, set here, never trusted from a
    client).
 3. The gateway then waits on the process's listener (server/waiting.py),
-   with no thread and no connection, and runs the request again: until an
-   answer needs no wait, or the request's wait is over (the last answer says
-   to ask again at once), or the client went away (nothing is sent).
+   with no thread and no connection, and runs the request again when woken
+   or when a lease it saw is due to expire: until an answer needs no wait,
+   or the request's wait is over, or the client went away (nothing is sent).
+4. A wait that is over with nothing new is answered with the answer it has
+   (saying to ask again at once): running the take again would find the
+   same. Its repeat waits on from there without running (server/parking.py).
+   A take woken by its job's end is answered so without running: at the end
+   of a job every waiting worker wakes at once, and none needs a statement.
 """
 
 from __future__ import annotations
@@ -29,11 +34,13 @@ import re
 
 from a2wsgi import WSGIMiddleware
 
-from . import metrics, waiting
+from . import metrics, parking, waiting
 from .api.waits import GATEWAY_HEADER, WAIT_HEADER, Wait
 
 # The requests that may wait: a take, and the heartbeat of many leases.
 WAITING = re.compile(r"^/api/v1/(jobs/\d+/leases|leases/extend)/$")
+# A waiting take's answer once its job is done (what running it would answer).
+ENDED = {"exhausted": True, "retry_after": None, "leased_by_you": 0, "leased_by_others": 0, "waiting_on": 0}
 # A take or a heartbeat body is small; a larger one runs without waiting.
 MAX_KEPT_BODY = 1 << 20
 
@@ -53,34 +60,62 @@ class Gateway:
         body, complete = await _read_body(receive)
         if not complete:  # too large to keep: once, as it is
             return await self.inner({**scope, "headers": headers}, _replay(body, receive), send)
+        key = parking.key_of(scope["path"], headers, body)
         scope = {**scope, "headers": [*headers, (GATEWAY_HEADER, b"1")]}
         loop = asyncio.get_running_loop()
         deadline = None
         gone = None  # the client's disconnect, awaited while waiting
+        parked_takes = parking.parking()
+        listener = waiting.listener()
+        # A repeat of a take that waited for nothing new: wait on from its answer.
+        entry = parked_takes.get(key, loop.time(), listener) if key is not None else None
+        answer, wait, since, wake_at = (entry.answer, entry.wait, entry.since, entry.wake_at) if entry else (None,) * 4
         try:
-            listener = waiting.listener()
             while True:
-                answer = _Answer()
-                since = listener.mark()  # what comes while the request runs counts too
-                await self.inner(scope, _replay(body, None), answer.send)
-                wait = answer.wait()
-                if wait is None:
-                    return await answer.forward(send)
+                if answer is None:
+                    answer = _Answer()
+                    since = listener.mark()  # what comes while the request runs counts too
+                    await self.inner(scope, _replay(body, None), answer.send)
+                    wait = answer.wait()
+                    if wait is None:
+                        if key is not None:
+                            parked_takes.drop(key)
+                        return await answer.forward(send)
+                    wake_at = None if wait.wake_by is None else loop.time() + wait.wake_by + 0.05
                 if deadline is None:
                     deadline = loop.time() + wait.seconds
                 left = deadline - loop.time()
                 if left <= 0:
-                    # Waited all it asked for: it may ask again at once.
+                    # Waited all it asked for, and nothing came that would change the answer.
+                    if key is not None:
+                        parked_takes.put(key, answer, wait, since, wake_at, loop.time())
                     return await answer.forward(send, {wait.answer: 0.0})
-                timeout = left if wait.wake_by is None else min(left, wait.wake_by + 0.05)
+                timeout = left if wake_at is None else min(left, max(0.0, wake_at - loop.time()))
                 if gone is None:
                     gone = loop.create_task(_disconnect(receive))
-                with metrics.waiting_take():
-                    woken = loop.create_task(listener.wait(wait.job, wait.waiting_on, timeout, wait.holders, since))
-                    await asyncio.wait({woken, gone}, return_when=asyncio.FIRST_COMPLETED)
-                    if gone.done():
-                        woken.cancel()
-                        return  # nobody to answer
+                if entry is not None:
+                    parked_takes.enter(entry, loop.time())
+                try:
+                    with metrics.waiting_take():
+                        woken = loop.create_task(
+                            listener.wait(wait.job, wait.waiting_on, timeout, wait.holders, since, wait.taker)
+                        )
+                        await asyncio.wait({woken, gone}, return_when=asyncio.FIRST_COMPLETED)
+                        if gone.done():
+                            woken.cancel()
+                            return  # nobody to answer
+                finally:
+                    if entry is not None:
+                        parked_takes.leave(entry, loop.time())
+                        entry = None
+                note = woken.result()
+                if note == waiting.JOB_DONE and parking.TAKE.match(scope["path"]):
+                    # The job is done: every take of it would say so, without a statement each.
+                    if key is not None:
+                        parked_takes.drop(key)
+                    return await answer.forward(send, ENDED)
+                if note is not None or (wake_at is not None and loop.time() >= wake_at):
+                    answer = None  # something came, or a lease may have expired: run again
         finally:
             if gone is not None and not gone.done():
                 gone.cancel()

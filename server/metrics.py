@@ -38,6 +38,10 @@ WAITING_TAKES = Gauge(
     "Takes waiting server-side for work (long-polling), over all web processes.",
     multiprocess_mode="livesum",
 )
+TAKES_PARKED = Counter(
+    "shardline_takes_parked_total",
+    "Repeats of waiting takes that waited on without running: nothing had changed since they last ran.",
+)
 
 
 @contextmanager
@@ -112,7 +116,7 @@ def render() -> bytes:
 
         multiprocess.MultiProcessCollector(registry)
     else:
-        for collector in (LEASE_OPERATIONS, LEASE_ITEMS, LEASE_SECONDS, WAITING_TAKES):
+        for collector in (LEASE_OPERATIONS, LEASE_ITEMS, LEASE_SECONDS, WAITING_TAKES, TAKES_PARKED):
             registry.register(collector)
     registry.register(JobCollector())
     return generate_latest(registry)

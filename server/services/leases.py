@@ -235,6 +235,11 @@ def _nothing_leased(job_id: int, worker: str, consumer: str, epochs_left: bool, 
             sql.run("stop_waiting", {"job": job_id, "worker": worker})
 
 
+def seen_waiting(workers: list[tuple[int, str]]) -> None:
+    """(job, worker) pairs whose takes wait on the server without running (server/parking.py) were seen now."""
+    sql.run("seen_waiting", {"jobs": [job for job, _name in workers], "workers": [name for _job, name in workers]})
+
+
 def _lost(completions, completed: list[int]) -> list[int]:
     """The completions not accepted, less those accepted earlier with the same token (a retried request)."""
     accepted = set(completed)

@@ -1,0 +1,173 @@
+"""Waiting takes that ask again for what they waited for: parked on the listener, not run again.
+
+A worker at the end of a job asks again as soon as its wait runs out (the
+SDK waits 20 s a take). If nothing that concerns it happened meanwhile (no
+notification on its job since its take last ran, no lease of the job due to
+expire), running the take again would find what it found then. So the
+gateway answers the end of a wait with the answer it has, and a repeat of
+the same take (same path, Authorization and body, no completions) in the
+same process waits on the listener from where that answer was made, without
+running: waiting workers cost the database nothing while nothing happens,
+and each thing that happens costs one take per worker it wakes.
+
+What a run does besides answering is done here for all the parked takes of
+the process at once, every SHARDLINE_TOKEN_CACHE_SECONDS, in two statements:
+their tokens are checked as authentication checks them (a revoked or expired
+token, a deactivated user: the takes of that token run again, and are
+refused), and their workers' last_seen moves on, so the dashboard shows them
+alive. With the token cache off (0), every take runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from . import metrics
+
+log = logging.getLogger("shardline.waiting")
+
+TAKE = re.compile(r"^/api/v1/jobs/(\d+)/leases/$")
+# An entry nobody has used for this long is dropped (its worker went away).
+UNUSED_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class Key:
+    path: str
+    authorization: bytes
+    body: bytes
+
+
+@dataclass
+class Parked:
+    """The last answer of a waiting take, and where the stream of notifications stood when it was made."""
+
+    answer: object  # the gateway's captured response
+    wait: object  # its waits.Wait
+    since: int  # the listener's mark before the run that made the answer
+    wake_at: float | None  # loop time of the earliest lease expiry it saw: a run is due then
+    job: int
+    worker: str
+    digest: str  # the token's key hash
+    used_at: float
+    parked: int = 0  # requests waiting on it now
+
+
+def key_of(path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> Key | None:
+    """The key of a take that may be parked: a wait, no completions, a token; None for any other request."""
+    if settings.SHARDLINE_TOKEN_CACHE_SECONDS <= 0 or not TAKE.match(path):
+        return None
+    authorization = next((value for name, value in headers if name == b"authorization"), b"")
+    if not authorization.lower().startswith(b"token "):
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("complete") or not data.get("wait") or not data.get("worker"):
+        return None
+    return Key(path, authorization, body)
+
+
+class Parking:
+    """The parked takes of one server process (one per event loop; see ``parking()``)."""
+
+    def __init__(self):
+        self._entries: dict[Key, Parked] = {}
+        self._task: asyncio.Task | None = None
+
+    def get(self, key: Key, now: float, listener) -> Parked | None:
+        """The parked answer for ``key``, if nothing came since it was made that its take would wake for."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        wait = entry.wait
+        if (entry.wake_at is not None and now >= entry.wake_at) or listener.changed_since(
+            wait.job, wait.waiting_on, entry.since, wait.taker
+        ):
+            del self._entries[key]  # a lease may have expired, or work came: run
+            return None
+        return entry
+
+    def put(self, key: Key, answer, wait, since: int, wake_at: float | None, now: float) -> None:
+        from .services.accounts import hash_key
+
+        data = json.loads(key.body)
+        token = key.authorization.split(None, 1)[1].decode("latin1").strip()
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = Parked(answer, wait, since, wake_at, wait.job, str(data["worker"]), hash_key(token), now)
+            self._entries[key] = entry
+        entry.answer, entry.wait, entry.since, entry.wake_at, entry.used_at = answer, wait, since, wake_at, now
+        self._start()
+
+    def drop(self, key: Key) -> None:
+        self._entries.pop(key, None)
+
+    def enter(self, entry: Parked, now: float) -> None:
+        entry.parked += 1
+        entry.used_at = now
+        metrics.TAKES_PARKED.inc()
+
+    def leave(self, entry: Parked, now: float) -> None:
+        entry.parked -= 1
+        entry.used_at = now
+
+    def _start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._refresh(), name="shardline-parking")
+
+    async def _refresh(self) -> None:
+        from . import waiting
+
+        loop = asyncio.get_running_loop()
+        while self._entries:
+            await asyncio.sleep(settings.SHARDLINE_TOKEN_CACHE_SECONDS)
+            now = loop.time()
+            for key in [k for k, e in self._entries.items() if not e.parked and now - e.used_at > UNUSED_SECONDS]:
+                del self._entries[key]
+            entries = list(self._entries.items())
+            if not entries:
+                break
+            try:
+                live = await asyncio.to_thread(_refresh_in_thread, [e for _k, e in entries])
+            except Exception as exc:  # the database is away: the takes run again and say so
+                log.warning("parked takes not refreshed", extra={"event": "parking_failed", "reason": repr(exc)})
+                live = set()
+            for key, entry in entries:
+                if entry.digest not in live and self._entries.get(key) is entry:
+                    del self._entries[key]
+                    waiting.listener().wake_job(entry.job)
+
+
+def _refresh_in_thread(entries: list[Parked]) -> set[str]:
+    """Marks the parked workers seen and returns the token digests that still authenticate (one statement each)."""
+    from django.db import connections
+
+    from .services import accounts, leases
+
+    try:
+        waiting_now = {(e.job, e.worker) for e in entries if e.parked}
+        if waiting_now:
+            leases.seen_waiting(sorted(waiting_now))
+        return accounts.live_digests({e.digest for e in entries})
+    finally:
+        connections.close_all()  # a thread of the loop's executor: it holds no connection between refreshes
+
+
+_parkings: dict[int, Parking] = {}
+
+
+def parking() -> Parking:
+    """This event loop's parked takes."""
+    loop = asyncio.get_running_loop()
+    found = _parkings.get(id(loop))
+    if found is None:
+        found = _parkings[id(loop)] = Parking()
+    return found
