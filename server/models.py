@@ -361,6 +361,9 @@ class TakeRequest(models.Model):
     # Null unless the take ran more than one statement, until it was answered.
     answer = models.JSONField(null=True)
     created_at = models.DateTimeField()
+    # The database session (backend pid) that answers it: while its answer is
+    # not stored, a repeat waits only as long as that session lives.
+    backend = models.IntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "shardline_take_request"

@@ -1,9 +1,10 @@
 """HTTP transport: the only place that retries.
 
-Connection errors, timeouts, 5xx and 429 are retried with exponential backoff
-and full jitter (so a thousand workers do not hammer a restarting server in
-step), honouring ``Retry-After``, until ``retry_seconds`` have passed. Every
-other error is raised at once as the matching ``worker_sdk.errors`` class.
+Connection errors (an answer cut off halfway included), timeouts, 5xx and
+429 are retried with exponential backoff and full jitter (so a thousand
+workers do not hammer a restarting server in step), honouring
+``Retry-After``, until ``retry_seconds`` have passed. Every other error is
+raised at once as the matching ``worker_sdk.errors`` class.
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ class Transport:
                 response = self.session.request(
                     method, url, json=json, params=params, headers=headers, timeout=self.timeout + server_wait
                 )
-            except (requests.ConnectionError, requests.Timeout) as exc:
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
+                # ChunkedEncodingError: the answer was cut off (the server went away while sending it).
                 problem, wait = f"{type(exc).__name__}: {exc}", self.backoff(attempt)
             else:
                 if response.status_code < 400:

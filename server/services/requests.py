@@ -15,8 +15,9 @@ first accepted them. A take that leased nothing keeps no record (a repeat
 runs again: its completions are answered as accepted, nothing is leased
 twice); one that needed more statements (an epoch boundary) stores its
 answer when done; a repeat that arrives before
-that is told to retry shortly, unless the first died on the way
-(IN_PROGRESS_SECONDS), when the leases it recorded are the answer.
+that is told to retry shortly, unless the first died on the way (its
+database session is gone, or IN_PROGRESS_SECONDS passed: behind a pooler the
+session outlives the server), when the leases it recorded are the answer.
 Records are kept leases.REQUEST_KEY_TTL seconds; a repeat after that runs as
 a new take.
 """
@@ -93,6 +94,6 @@ def _answer_again(job_id: int, key: str, completions, render) -> dict:
     record = rows[0]
     if record.answer is not None:
         return json.loads(record.answer) if isinstance(record.answer, str) else record.answer
-    if not record.whole and record.age < IN_PROGRESS_SECONDS:
+    if not record.whole and record.answering and record.age < IN_PROGRESS_SECONDS:
         raise RequestInProgress("the first request with this Idempotency-Key is still being answered; retry shortly")
     return render(leases.answer_again(job_id, key, completions))

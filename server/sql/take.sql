@@ -36,7 +36,9 @@
 --              whole statement, completions and leases included; the service
 --              then answers the repeat from this record. `whole` says that
 --              this statement alone answers the request (it leased all it
---              was asked for). The worker's records older than %(ttl)s
+--              was asked for), and the session answering it (a repeat
+--              waits for its answer only while that session lives). The
+--              worker's records older than %(ttl)s
 --              seconds go on the way (an index range of its own rows).
 -- What done, reclaimed and leased change besides the items (the counters,
 -- completions per minute, the completing worker's credit) is written once
@@ -179,12 +181,12 @@ WITH req AS (
      WHERE %(key)s::text IS NOT NULL AND job_id = %(job)s AND worker = %(worker)s
        AND created_at < now() - make_interval(secs => %(ttl)s)
 ), claimed AS (
-    INSERT INTO shardline_take_request (job_id, key, worker, leases, tokens, whole, created_at)
+    INSERT INTO shardline_take_request (job_id, key, worker, leases, tokens, whole, created_at, backend)
     SELECT j.id, %(key)s, %(worker)s,
            coalesce((SELECT array_agg(id ORDER BY epoch, position) FROM leased), '{}'),
            coalesce((SELECT array_agg(token ORDER BY epoch, position) FROM leased), '{}'),
            (SELECT count(*) FROM leased) = %(count)s,
-           now()
+           now(), pg_backend_pid()
       FROM job AS j
      WHERE %(key)s::text IS NOT NULL
 )

@@ -1,6 +1,7 @@
 """A take sent again with the same Idempotency-Key is answered with the first answer and leases nothing more."""
 
 import pytest
+from django.db import connection
 
 from server.models import Item, TakeRequest
 
@@ -59,8 +60,11 @@ def test_a_repeat_of_a_take_still_being_answered_is_told_to_retry(worker_client,
     from datetime import timedelta
 
     job = create_job(worker_client, job_name, ["/a", "/b"])
-    # What a take in the middle of its statements leaves: a record, no answer yet.
-    TakeRequest.objects.create(job_id=job["id"], key="k-busy", worker="w1", whole=False, created_at=_now())
+    # What a take in the middle of its statements leaves: a record, no answer
+    # yet, and its session (this test's own, alive) still answering it.
+    TakeRequest.objects.create(
+        job_id=job["id"], key="k-busy", worker="w1", whole=False, created_at=_now(), backend=_backend()
+    )
     busy = post_take(worker_client, job["id"], "k-busy")
     assert busy.status_code == 503 and busy.json()["error"] == "request_in_progress"
     assert busy.headers["Retry-After"] == "1" and leased(job["id"]) == 0
@@ -70,6 +74,18 @@ def test_a_repeat_of_a_take_still_being_answered_is_told_to_retry(worker_client,
     late = post_take(worker_client, job["id"], "k-busy")
     assert late.status_code == 200 and late.json()["leases"] == [] and late.json()["retry_after"] > 0
     assert leased(job["id"]) == 0
+
+
+def test_a_repeat_of_a_take_whose_session_is_gone_gets_its_recorded_leases_at_once(worker_client, job_name):
+    job = create_job(worker_client, job_name, ["/a", "/b"])
+    first = post_take(worker_client, job["id"], "k-dead").json()["leases"]
+    # Its server was killed before the answer was stored: the record stays
+    # unanswered, and the session that wrote it (pid 0: none) is gone.
+    TakeRequest.objects.filter(key="k-dead").update(whole=False, answer=None, backend=0)
+    again = post_take(worker_client, job["id"], "k-dead")
+    assert again.status_code == 200
+    assert [lease["id"] for lease in again.json()["leases"]] == [lease["id"] for lease in first]
+    assert leased(job["id"]) == len(first) == 2  # nothing more
 
 
 def test_a_take_that_raises_leaves_no_claim_behind(worker_client, admin_client, job_name):
@@ -104,6 +120,12 @@ def test_old_keys_of_a_worker_are_dropped_by_its_next_take(worker_client, job_na
     )
     post_take(worker_client, job["id"], "k-new")
     assert set(TakeRequest.objects.filter(job_id=job["id"]).values_list("key", flat=True)) == {"k-other", "k-new"}
+
+
+def _backend() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
 
 
 def _now():

@@ -25,6 +25,11 @@ class Scripted(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
+        if headers.get("X-Cut-Off"):  # the server goes away halfway through its answer
+            self.wfile.write(payload[: len(payload) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
         self.wfile.write(payload)
 
     def log_message(self, *args):
@@ -54,6 +59,15 @@ def test_503_and_429_are_retried_honouring_retry_after(scripted):
     assert transport(scripted).request("POST", "/x", json={}) == {"ok": True}
     gaps = [b - a for a, b in zip(scripted.times, scripted.times[1:])]
     assert gaps[0] >= 0.3 and gaps[1] >= 0.2
+
+
+def test_an_answer_cut_off_halfway_is_asked_for_again(scripted):
+    scripted.script = [
+        (200, {"X-Cut-Off": "1"}, {"leases": ["lost on the way"]}),
+        (200, {}, {"leases": ["the first answer, again"]}),
+    ]
+    answer = transport(scripted).request("POST", "/x", json={}, idempotency_key="k")
+    assert answer == {"leases": ["the first answer, again"]} and len(scripted.times) == 2
 
 
 def test_client_errors_are_raised_at_once_as_their_class(scripted):

@@ -103,8 +103,11 @@ class Lines:
         self.child = child
         self.read: list[str] = []
         self.finished = False
+        self.errors: list[str] = []  # its stderr (read as it comes, so that a full pipe never blocks it)
         self._thread = threading.Thread(target=self._follow, daemon=True)
         self._thread.start()
+        self._errors = threading.Thread(target=lambda: self.errors.extend(child.stderr), daemon=True)
+        self._errors.start()
 
     def _follow(self):
         for line in self.child.stdout:
@@ -121,4 +124,11 @@ class Lines:
         except subprocess.TimeoutExpired:
             raise AssertionError(f"a reader hung; its stacks:\n{hung_stacks([self.child])}") from None
         self._thread.join(5)
+        self._errors.join(5)
         return code
+
+    def ended_well(self, timeout: float) -> bool:
+        """Whether it exited 0; an AssertionError with the end of its stderr if it did not."""
+        code = self.wait(timeout)
+        assert code == 0, f"a reader exited with {code}:\n{''.join(self.errors[-40:])}"
+        return True

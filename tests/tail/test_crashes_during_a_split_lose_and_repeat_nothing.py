@@ -98,7 +98,7 @@ def test_a_web_server_restarted_while_splits_are_made_loses_and_repeats_nothing(
             restarted = ServerProcess(server.env["DATABASE_URL"], workers=2)
             restarted.port, restarted.url = server.port, server.url
             servers.append(restarted.start())
-        assert slow.wait(90) == 0 and all(f.wait(90) == 0 for f in fast)
+        assert slow.ended_well(90) and all(f.ended_well(90) for f in fast)
         check_exactly_once(works, Counter(slow.read + [r for f in fast for r in f.read]))
         assert finished(queue)["splits"] >= 1
     finally:
