@@ -68,7 +68,7 @@ class Gateway:
         parked_takes = parking.parking()
         listener = waiting.listener()
         # A repeat of a take that waited for nothing new: wait on from its answer.
-        entry = parked_takes.get(key, loop.time(), listener) if key is not None else None
+        entry = parked_takes.get(key, listener) if key is not None else None
         answer, wait, since, wake_at = (entry.answer, entry.wait, entry.since, entry.wake_at) if entry else (None,) * 4
         try:
             while True:
@@ -114,8 +114,16 @@ class Gateway:
                     if key is not None:
                         parked_takes.drop(key)
                     return await answer.forward(send, ENDED)
+                if note is None and wake_at is not None and loop.time() >= wake_at:
+                    # The expiry it saw has come; heartbeats may have moved it.
+                    seconds = await parked_takes.recheck(wait.job)
+                    if seconds is not None:
+                        wake_at = loop.time() + seconds + 0.05
+                        if key is not None:
+                            parked_takes.moved(key, wake_at)
+                        continue
                 if note is not None or (wake_at is not None and loop.time() >= wake_at):
-                    answer = None  # something came, or a lease may have expired: run again
+                    answer = None  # something came, or a lease expired: run again
         finally:
             if gone is not None and not gone.done():
                 gone.cancel()

@@ -85,7 +85,7 @@ class JobCollector:
         )
         splits = GaugeMetricFamily(
             "shardline_job_splits",
-            "Leases whose unread records were split off to an idle worker (the liquid tail), each a new item.",
+            "Pieces of leases' unread records split off to idle workers (the liquid tail), each a new item.",
             labels=["job"],
         )
         for job_progress in progress.of_jobs(selectors.jobs_for_metrics()).values():

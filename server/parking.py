@@ -8,7 +8,10 @@ gateway answers the end of a wait with the answer it has, and a repeat of
 the same take (same path, Authorization and body, no completions) in the
 same process waits on the listener from where that answer was made, without
 running: waiting workers cost the database nothing while nothing happens,
-and each thing that happens costs one take per worker it wakes.
+and each thing that happens costs one take per worker it wakes. When the
+earliest lease expiry a take saw comes (heartbeats move expiries without a
+notification), one statement per process and job (``recheck``) says whether
+a lease really expired; only then do the takes run.
 
 What a run does besides answering is done here for all the parked takes of
 the process at once, every SHARDLINE_TOKEN_CACHE_SECONDS, in two statements:
@@ -24,6 +27,7 @@ import asyncio
 import json
 import logging
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -35,6 +39,10 @@ log = logging.getLogger("shardline.waiting")
 TAKE = re.compile(r"^/api/v1/jobs/(\d+)/leases/$")
 # An entry nobody has used for this long is dropped (its worker went away).
 UNUSED_SECONDS = 120.0
+# The refreshes run on one thread of their own, which keeps its database
+# connection between them: a connection per refresh would cost its set-up
+# statements every time, more than the two statements themselves.
+_refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shardline-parking")
 
 
 @dataclass(frozen=True)
@@ -81,19 +89,44 @@ class Parking:
     def __init__(self):
         self._entries: dict[Key, Parked] = {}
         self._task: asyncio.Task | None = None
+        self._rechecks: dict[int, asyncio.Future] = {}
 
-    def get(self, key: Key, now: float, listener) -> Parked | None:
-        """The parked answer for ``key``, if nothing came since it was made that its take would wake for."""
+    def get(self, key: Key, listener) -> Parked | None:
+        """The parked answer for ``key``, if nothing came since it was made that its take would wake for.
+
+        Its ``wake_at`` may have passed: the gateway then rechecks before it waits.
+        """
         entry = self._entries.get(key)
         if entry is None:
             return None
         wait = entry.wait
-        if (entry.wake_at is not None and now >= entry.wake_at) or listener.changed_since(
-            wait.job, wait.waiting_on, entry.since, wait.taker
-        ):
-            del self._entries[key]  # a lease may have expired, or work came: run
+        if listener.changed_since(wait.job, wait.waiting_on, entry.since, wait.taker):
+            del self._entries[key]  # work came, or the job changed: run
             return None
         return entry
+
+    async def recheck(self, job: int) -> float | None:
+        """Seconds until the job's earliest live lease expires; None when one has (or none is held): run the take.
+
+        One statement per process and job however many takes ask at once.
+        """
+        pending = self._rechecks.get(job)
+        if pending is None:
+            pending = asyncio.get_running_loop().run_in_executor(_refresher, _next_expiry, job)
+            self._rechecks[job] = pending
+            pending.add_done_callback(lambda _done: self._rechecks.pop(job, None))
+        try:
+            seconds = await asyncio.shield(pending)
+        except Exception as exc:  # the database is away: the take runs and says so
+            log.warning("lease expiry not rechecked", extra={"event": "parking_failed", "reason": repr(exc)})
+            return None
+        return seconds if seconds is not None and seconds > 0 else None
+
+    def moved(self, key: Key, wake_at: float) -> None:
+        """A recheck found the leases alive: the parked answer stands until ``wake_at``."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            entry.wake_at = wake_at
 
     def put(self, key: Key, answer, wait, since: int, wake_at: float | None, now: float) -> None:
         from .services.accounts import hash_key
@@ -136,7 +169,7 @@ class Parking:
             if not entries:
                 break
             try:
-                live = await asyncio.to_thread(_refresh_in_thread, [e for _k, e in entries])
+                live = await loop.run_in_executor(_refresher, _refresh_in_thread, [e for _k, e in entries])
             except Exception as exc:  # the database is away: the takes run again and say so
                 log.warning("parked takes not refreshed", extra={"event": "parking_failed", "reason": repr(exc)})
                 live = set()
@@ -146,19 +179,26 @@ class Parking:
                     waiting.listener().wake_job(entry.job)
 
 
+def _next_expiry(job: int) -> float | None:
+    from django.db import close_old_connections
+
+    from .services import leases
+
+    close_old_connections()
+    return leases.next_expiry(job)
+
+
 def _refresh_in_thread(entries: list[Parked]) -> set[str]:
     """Marks the parked workers seen and returns the token digests that still authenticate (one statement each)."""
-    from django.db import connections
+    from django.db import close_old_connections
 
     from .services import accounts, leases
 
-    try:
-        waiting_now = {(e.job, e.worker) for e in entries if e.parked}
-        if waiting_now:
-            leases.seen_waiting(sorted(waiting_now))
-        return accounts.live_digests({e.digest for e in entries})
-    finally:
-        connections.close_all()  # a thread of the loop's executor: it holds no connection between refreshes
+    close_old_connections()  # one that failed (the database restarted) is replaced
+    waiting_now = {(e.job, e.worker) for e in entries if e.parked}
+    if waiting_now:
+        leases.seen_waiting(sorted(waiting_now))
+    return accounts.live_digests({e.digest for e in entries})
 
 
 _parkings: dict[int, Parking] = {}

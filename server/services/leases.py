@@ -235,6 +235,12 @@ def _nothing_leased(job_id: int, worker: str, consumer: str, epochs_left: bool, 
             sql.run("stop_waiting", {"job": job_id, "worker": worker})
 
 
+def next_expiry(job_id: int) -> float | None:
+    """Seconds until the job's earliest live lease expires (<= 0: one has; None: none is held)."""
+    seconds = sql.run("next_expiry", {"job": job_id})[0].seconds
+    return None if seconds is None else float(seconds)
+
+
 def seen_waiting(workers: list[tuple[int, str]]) -> None:
     """(job, worker) pairs whose takes wait on the server without running (server/parking.py) were seen now."""
     sql.run("seen_waiting", {"jobs": [job for job, _name in workers], "workers": [name for _job, name in workers]})

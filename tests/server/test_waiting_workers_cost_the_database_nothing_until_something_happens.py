@@ -96,6 +96,31 @@ def test_a_repeated_wait_runs_no_take_until_the_job_ends(api):
     assert takes_run(api) - before == 2  # woken once, it ran once
 
 
+def test_leases_kept_alive_by_heartbeats_cost_a_recheck_not_a_take_per_waiter(api):
+    # Leases of 2 s, heartbeated: the expiry a waiting take saw keeps passing
+    # while no lease ever expires.
+    response = api.post("/api/v1/jobs/", {"name": f"park-{uuid.uuid4().hex[:8]}", "works": ["/a"], "lease_timeout": 2})
+    job_id = response.json()["id"]
+    held = take(api, job_id, {"worker": "holder"}).json()["leases"][0]
+    beating = threading.Event()
+
+    def heartbeat():
+        ref = {"id": held["id"], "token": held["token"]}
+        while not beating.wait(0.4):
+            assert api.post("/api/v1/leases/extend/", {"leases": [ref]}).ok
+
+    threading.Thread(target=heartbeat, daemon=True).start()
+    try:
+        before = takes_run(api)
+        began = time.monotonic()
+        while time.monotonic() - began < 7:  # past three of the expiries it saw
+            answer = take(api, job_id, {"worker": "idle", "wait": 1}).json()
+            assert answer["leases"] == [] and not answer["exhausted"]
+        assert takes_run(api) - before == 1
+    finally:
+        beating.set()
+
+
 def test_a_parked_take_asks_for_what_came_while_it_was_away(api):
     job_id = create(api, ["/a", "/b"])
     held = take(api, job_id, {"worker": "holder", "count": 2}).json()["leases"]
