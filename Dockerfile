@@ -13,7 +13,7 @@ COPY dashboard ./dashboard
 COPY worker_sdk ./worker_sdk
 COPY migrations ./migrations
 COPY manage.py ./
-RUN pip install --no-cache-dir '.[server]' \
+RUN pip install --no-cache-dir '.[server,tables]' \
  && DATABASE_URL=postgres://build@localhost/build SECRET_KEY=build python manage.py collectstatic --noinput
 
 RUN useradd --system --uid 1000 shardline

@@ -13,7 +13,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[server,tf,test]'
+	$(BIN)/python -m pip install -q -e '.[server,tables,tf,test]'
 	touch $(STAMP)
 
 run: venv

@@ -107,6 +107,10 @@ class Job(models.Model):
     error = models.TextField(blank=True, default="")
     # While slicing: {"works_total", "works_inspected", "records_counted"}.
     slicing_progress = models.JSONField(default=dict, blank=True)
+    # The tables among the works, as slicing pinned them: [{"work", "kind",
+    # "version" (a Postgres snapshot, a Delta version, an Iceberg snapshot
+    # id), "rows", "files"}]. Every run of the job reads these versions.
+    tables = models.JSONField(default=list, blank=True)
     # Items per epoch (works, or slices once slicing is done).
     units_count = models.PositiveIntegerField(default=0)
     # Epochs [0, epochs_materialised) have item rows; later ones are created
@@ -155,6 +159,13 @@ class Unit(models.Model):
     # For a slice: its record range [start, end); null for a work read whole.
     start = models.BigIntegerField(null=True, blank=True)
     end = models.BigIntegerField(null=True, blank=True)
+    # For a slice of a table, what its reader needs beyond the item: a
+    # Postgres slice's key range, {"key": columns, "from": the key of its
+    # first row, "to": the next slice's (null for the last), "first": its
+    # first record} (values as text: a reader scans that key range of the
+    # index); a partitioned Delta table's file's partition values,
+    # {"columns": {name: value}} (Delta keeps them in its log, not the file).
+    source = models.JSONField(null=True, blank=True)
 
     class Meta:
         db_table = "shardline_unit"

@@ -45,6 +45,13 @@ class Work:
     index: list[tuple[int, int]] = field(default_factory=list)
     # Lines: the byte offset of every INDEX_STEP-th line.
     line_starts: object = None
+    # Records known already (a table's, from its metadata or its slicing read).
+    counted: bool = False
+    # A Postgres table's slicing transaction (server/tables/postgres.py).
+    table: object = None
+    # Values every record of the work has that the file does not hold (a
+    # Delta partition's), handed to readers with each lease (Unit.source).
+    columns: dict | None = None
 
 
 def outside_roots(path: str, roots: list[str]) -> bool:
@@ -148,6 +155,8 @@ def expand(work: str) -> list[Work]:
 
 def count(work: Work, progress=None) -> None:
     """Counts ``work``'s records (and indexes their offsets); ``progress(records)`` is called as it goes."""
+    if work.counted:
+        return
     try:
         if work.format == "lines":
             _count_lines(work, progress)
@@ -267,8 +276,8 @@ def _count_parquet(work: Work) -> None:
 
 
 def offsets_of(work: Work, records: list[int]) -> list[int | None]:
-    """The byte offsets where each of ``records`` starts (None for Parquet: its readers use row groups)."""
-    if work.format == "parquet":
+    """The byte offsets where each of ``records`` starts (None for Parquet and tables: their readers seek otherwise)."""
+    if work.format in ("parquet", formats.POSTGRES):
         return [None] * len(records)
     with fsspec.open(work.path, "rb") as handle:
         if work.format == "lines":

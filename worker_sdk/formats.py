@@ -12,12 +12,30 @@ A work chooses its format by extension, or explicitly with a ``#format=NAME``
 suffix. A slice of records ``[S, E)`` of a file is the item
 ``path?start=S&end=E`` (DeepRec's spelling), with the ``#format=NAME`` suffix
 kept last when the format was chosen explicitly.
+
+Tables are works too (README, "Tables"):
+
+    postgres  postgresql://[user@]host[:port]/db?table=schema.name[&key=a,b]
+              rows in key order; a slice is the item
+              postgresql://...?table=...&as_of=SNAPSHOT&start=S&end=E: records
+              [S, E) of the table's rows as of a Postgres snapshot
+    delta     delta:///path/to/table[?version=N][&where=col=value,...]
+              a Delta Lake table (delta+s3://bucket/path: on S3)
+    iceberg   iceberg://catalog/namespace.table[?snapshot=ID][&where=col=value,...]
+              an Iceberg table of a catalog pyiceberg is configured for
+              (where: equalities on partition columns, which pick files)
+
+A lakehouse table's slices are slices of its Parquet data files, read as
+Parquet. No table work may carry a secret: credentials come from the
+environment of each process that connects (libpq's ~/.pgpass, PGPASSWORD or
+a service file for Postgres; pyiceberg's catalog configuration), so a work
+with a password in it is refused (``check_table``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote, urlsplit
 
 EXTENSIONS = {
     "lines": (".csv", ".tsv", ".txt", ".jsonl", ".ndjson", ".json"),
@@ -25,6 +43,28 @@ EXTENSIONS = {
     "parquet": (".parquet", ".pq"),
 }
 FORMATS = tuple(EXTENSIONS)
+
+# Works named by these URL schemes are tables (see the module docstring).
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+LAKEHOUSE_SCHEMES = ("delta", "iceberg")
+POSTGRES = "postgres"  # the format of a Postgres table's slices
+# Query parameters a table work may carry besides its own (table, key,
+# version, snapshot): libpq's connection options that are not secrets.
+SAFE_CONNECTION_PARAMS = frozenset(
+    {
+        "host",
+        "port",
+        "dbname",
+        "user",
+        "service",
+        "sslmode",
+        "sslrootcert",
+        "connect_timeout",
+        "application_name",
+        "options",
+        "target_session_attrs",
+    }
+)
 
 # A work of no known format is never sliced (the server cannot count its
 # records); handed to a reader whole, it is read as lines.
@@ -47,8 +87,93 @@ class Slice:
     format: str | None
 
 
+def scheme_of(work: str) -> str:
+    """The URL scheme of ``work``, lower case ('' for a local path); delta+s3:// is delta's."""
+    head, sep, _ = work.partition("://")
+    head = head.lower().partition("+")[0]
+    return head if sep and head.isalpha() else ""
+
+
+def table_kind(work: str) -> str | None:
+    """'postgres', 'delta' or 'iceberg' for a table work (or a Postgres slice), None for a file."""
+    scheme = scheme_of(work)
+    if scheme in POSTGRES_SCHEMES:
+        return POSTGRES
+    return scheme if scheme in LAKEHOUSE_SCHEMES else None
+
+
+def redact(work: str) -> str:
+    """``work`` with any password replaced by ***, for messages."""
+    parts = urlsplit(work) if "://" in work else None
+    if parts is None or not parts.scheme:
+        return work
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        if ":" in userinfo:
+            netloc = f"{userinfo.split(':', 1)[0]}:***@{host}"
+    query = "&".join(
+        f"{name}=***" if name.lower() in ("password", "passfile", "sslpassword") else piece
+        for piece in parts.query.split("&")
+        if piece
+        for name in [piece.split("=", 1)[0]]
+    )
+    if netloc == parts.netloc and query == parts.query:
+        return work  # geturl() would drop the empty host of delta:///path
+    return parts._replace(netloc=netloc, query=query).geturl()
+
+
+def check_table(work: str) -> None:
+    """Refuses a table work that carries a secret or lacks what names the table (FormatError)."""
+    kind = table_kind(work)
+    if kind is None:
+        return
+    parts = urlsplit(work)
+    params = parse_qs(parts.query, keep_blank_values=True)
+    shown = redact(work)
+    if parts.password is not None or {"password", "passfile", "sslpassword"} & {p.lower() for p in params}:
+        raise FormatError(
+            f"{shown}: a work must not carry a password (it would be stored, logged and handed to every worker); "
+            "give the password to each process that connects: ~/.pgpass, PGPASSWORD or a service file (service=NAME)"
+        )
+    if kind == POSTGRES:
+        if not params.get("table", [""])[0]:
+            raise FormatError(f"{shown}: name the table: postgresql://host/db?table=schema.name")
+        unknown = set(params) - {"table", "key", "as_of", "start", "end"} - SAFE_CONNECTION_PARAMS
+        if unknown:
+            raise FormatError(
+                f"{shown}: unknown parameter(s) {', '.join(sorted(unknown))}; a Postgres table takes table, key and "
+                f"the connection options {', '.join(sorted(SAFE_CONNECTION_PARAMS))}"
+            )
+    elif kind == "delta":
+        if parts.scheme.lower() == "delta" and parts.netloc:
+            raise FormatError(
+                f"{shown}: a local Delta table is delta:///path/to/table, a remote one delta+s3://bucket/path"
+            )
+        if not (parts.netloc or parts.path).strip("/"):
+            raise FormatError(f"{shown}: name the table's location: delta:///path/to/table or delta+s3://bucket/path")
+        _check_params(shown, params, "version")
+    else:
+        if not parts.netloc or "." not in parts.path.strip("/"):
+            raise FormatError(f"{shown}: name the catalog and the table: iceberg://catalog/namespace.table")
+        _check_params(shown, params, "snapshot")
+
+
+def _check_params(shown: str, params: dict, version: str) -> None:
+    unknown = set(params) - {version, "where"}
+    if unknown:
+        raise FormatError(f"{shown}: unknown parameter(s) {', '.join(sorted(unknown))}; use {version} and where")
+    if version in params and not params[version][0].isdigit():
+        raise FormatError(f"{shown}: {version} must be a number")
+    for condition in params.get("where", [""])[0].split(","):
+        if "where" in params and ("=" not in condition or not condition.split("=", 1)[0].strip()):
+            raise FormatError(f"{shown}: where takes column=value conditions, separated by commas")
+
+
 def format_of(path: str) -> str | None:
     """The format of ``path`` by its extension, None when it has no known one."""
+    if table_kind(path) == POSTGRES:
+        return POSTGRES
     lower = path.lower()
     for name, extensions in EXTENSIONS.items():
         if lower.endswith(extensions):
@@ -70,6 +195,8 @@ def parse(item: str) -> Slice:
     """An item (a work, or a slice of one) as its path, record range and format."""
     rest, forced = split_format(item)
     path, start, end = rest, None, None
+    if table_kind(rest) == POSTGRES:
+        return _parse_table_slice(item, rest)
     if "?" in rest:
         base, _, query = rest.rpartition("?")
         params = parse_qs(query)
@@ -88,5 +215,35 @@ def parse(item: str) -> Slice:
 
 def slice_item(path: str, start: int, end: int, forced_format: str | None = None) -> str:
     """The item for records ``[start, end)`` of ``path`` (the inverse of ``parse``)."""
-    item = f"{path}?start={start}&end={end}"
+    separator = "&" if table_kind(path) == POSTGRES and "?" in path else "?"
+    item = f"{path}{separator}start={start}&end={end}"
     return f"{item}{_FORMAT_SUFFIX}{forced_format}" if forced_format else item
+
+
+def table_slice_path(work: str, as_of: str) -> str:
+    """A Postgres table work pinned to a snapshot: the path part of its slices' items."""
+    return f"{work}&as_of={quote(as_of, safe=':,')}"
+
+
+def _parse_table_slice(item: str, rest: str) -> Slice:
+    """A Postgres table work or slice: the other parameters stay in the path, start and end are the range."""
+    base, _, query = rest.partition("?")
+    kept, found = [], {}
+    for piece in query.split("&"):
+        name = piece.split("=", 1)[0]
+        if name in ("start", "end"):
+            found[name] = piece.split("=", 1)[1] if "=" in piece else ""
+        elif piece:
+            kept.append(piece)
+    path = base + ("?" + "&".join(kept) if kept else "")
+    if not found:
+        return Slice(path, None, None, POSTGRES)
+    if set(found) != {"start", "end"}:
+        raise FormatError(f"malformed slice {item!r}: a slice needs both start and end (path?start=S&end=E)")
+    try:
+        start, end = int(found["start"]), int(found["end"])
+    except ValueError:
+        raise FormatError(f"malformed slice {item!r}: start and end must be integers") from None
+    if not 0 <= start <= end:
+        raise FormatError(f"malformed slice {item!r}: need 0 <= start <= end")
+    return Slice(path, start, end, POSTGRES)

@@ -17,6 +17,7 @@ every job the process holds leases of.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import weakref
@@ -50,6 +51,9 @@ class Lease:
     # (record, byte): where a record at or before ``start`` begins, for a
     # reader to seek to and skip from (a split's remainder has no offset).
     seek: tuple[int, int] | None = None
+    # What a table slice's reader needs beyond the item (the API's lease
+    # `source`): a dict, so not hashed.
+    source: dict | None = dataclasses.field(default=None, hash=False, compare=False)
 
     @classmethod
     def from_answer(cls, raw: dict) -> "Lease":
@@ -64,6 +68,7 @@ class Lease:
             raw.get("start"),
             raw.get("end"),
             tuple(seek) if seek else None,
+            raw.get("source"),
         )
 
 

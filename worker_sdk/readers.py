@@ -6,6 +6,7 @@ records; ``dataset(item, offset=None)`` the same as a ``tf.data.Dataset``.
     lines     (.csv .tsv .txt .jsonl .ndjson .json)  bytes, without the line end
     tfrecord  (.tfrecord .tfrecords)                 serialized records (bytes)
     parquet   (.parquet .pq)                         rows as dicts (a dict of tensors in the dataset)
+    postgres  (postgresql://...?table=...)           rows as dicts, in key order (worker_sdk.pgtable)
 
 Formats and the slice syntax are defined in ``worker_sdk.formats``; a work
 of no known format is read as lines. A slice reader seeks to ``offset`` (the
@@ -45,15 +46,35 @@ def _open(path: str):
     return open(path, "rb")
 
 
-def records(item: str, offset: int | None = None, format: str | None = None, *, seek: tuple[int, int] | None = None):
+def records(
+    item: str,
+    offset: int | None = None,
+    format: str | None = None,
+    *,
+    seek: tuple[int, int] | None = None,
+    source: dict | None = None,
+):
     """The records of an item (see the module docstring for their types).
 
     ``seek`` (record, byte), when there is no ``offset``: a record at or
     before the slice's start and where it begins; the reader seeks there and
     skips to the start (a split's remainder: its slice's first record).
+    ``source`` (the lease's): a Postgres table slice's key range
+    (worker_sdk.pgtable), or a Delta file's partition values, added to
+    each of its rows.
     """
     piece = parse(item, format)
+    if piece.format == formats.POSTGRES:
+        from . import pgtable
+
+        yield from pgtable.rows(piece, source)
+        return
     if piece.format == "parquet":
+        constants = (source or {}).get("columns")
+        if constants:
+            for row in _parquet_rows(piece):
+                yield {**row, **constants}
+            return
         yield from _parquet_rows(piece)
         return
     reader = _tfrecords if piece.format == "tfrecord" else _lines
@@ -130,7 +151,7 @@ def _parquet_rows(piece: formats.Slice):
 
 def of_lease(lease, format: str | None = None):
     """The records of a leased item, using everything the lease says about where they are."""
-    return records(lease.item, lease.offset, format, seek=lease.seek)
+    return records(lease.item, lease.offset, format, seek=lease.seek, source=getattr(lease, "source", None))
 
 
 def dataset(item: str, offset: int | None = None, format: str | None = None):
@@ -139,12 +160,34 @@ def dataset(item: str, offset: int | None = None, format: str | None = None):
 
     tf = require("worker_sdk.readers.dataset")
     piece = parse(item, format)
+    if piece.format == formats.POSTGRES:
+        from . import pgtable
+
+        dtypes = {"int": tf.int64, "float": tf.float64, "other": tf.string}
+        columns = pgtable.columns(piece)
+        signature = {name: tf.TensorSpec(shape=[], dtype=dtypes[kind]) for name, kind in columns}
+        strings = [name for name, kind in columns if kind == "other"]
+
+        def rows():
+            for row in records(item, offset, format):
+                yield {**row, **{name: _text(row[name]) for name in strings}}
+
+        return tf.data.Dataset.from_generator(rows, output_signature=signature)
     if piece.format != "parquet":
         return tf.data.Dataset.from_generator(
             lambda: records(item, offset, format), output_signature=tf.TensorSpec(shape=[], dtype=tf.string)
         )
     signature = _parquet_signature(piece, tf)
     return tf.data.Dataset.from_generator(lambda: records(item, offset, format), output_signature=signature)
+
+
+def _text(value) -> bytes:
+    """A table value that is not a number, as a tf.string: text as is, anything else as its text form."""
+    if value is None:
+        return b""
+    if isinstance(value, bytes):
+        return value
+    return str(value).encode()
 
 
 def _parquet_signature(piece: formats.Slice, tf):

@@ -82,6 +82,7 @@ def _take_answer(result: lease_service.TakeResult) -> dict:
                 "start": lease.start,
                 "end": lease.end,
                 "seek": lease.seek,
+                "source": lease.source,
             }
             for lease in result.leases
         ],

@@ -18,6 +18,13 @@ class JobSerializer(serializers.ModelSerializer):
         read_only=True,
         help_text="What an admin may do to the job in its current state (pause, resume, cancel, retry, restore).",
     )
+    tables = serializers.ListField(
+        child=serializers.DictField(),
+        read_only=True,
+        help_text="The tables among the works, as slicing pinned them: [{work, kind (postgres, delta, iceberg), "
+        "version (a Postgres snapshot, a Delta version, an Iceberg snapshot id), rows, files, key}]; every run "
+        "of the job reads these versions.",
+    )
 
     class Meta:
         model = Job
@@ -40,6 +47,7 @@ class JobSerializer(serializers.ModelSerializer):
             "epochs_materialised",
             "error",
             "slicing_progress",
+            "tables",
             "actions",
             "created_by",
             "created_at",
@@ -115,6 +123,13 @@ class LeaseSerializer(serializers.Serializer):
         allow_null=True,
         help_text="[record, byte]: where a record at or before `start` begins, for a reader to seek to and skip "
         "start - record records from (null when unknown).",
+    )
+    source = serializers.DictField(
+        allow_null=True,
+        help_text="For a slice of a table, what its reader needs beyond the item: a Postgres table's "
+        "{key: [columns], from: [values], to: [values] or null, first: record}, the key range to scan (values as "
+        "text) from the key of record `first` to the next slice's first key; a partitioned Delta table's "
+        "{columns: {name: value}}, the partition values its file's rows have; null otherwise.",
     )
 
 

@@ -108,10 +108,16 @@ class JobCreateSerializer(StrictSerializer):
     def validate(self, data):
         prefix = data.get("prefix") or ""
         for index, work in enumerate(data["works"]):
+            full = prefix + work
             try:
-                piece = formats.parse(prefix + work)
+                formats.check_table(full)
+                piece = formats.parse(full)
             except formats.FormatError as exc:
                 raise serializers.ValidationError({"works": [f"works[{index}]: {exc}"]}) from None
+            if formats.table_kind(full) and (piece.start is not None or "as_of=" in full):
+                raise serializers.ValidationError(
+                    {"works": [f"works[{index}] {formats.redact(full)!r}: name the whole table (no as_of, start, end)"]}
+                )
             if piece.start is not None and data.get("num_slices"):
                 raise serializers.ValidationError(
                     {
@@ -123,12 +129,17 @@ class JobCreateSerializer(StrictSerializer):
         # Works that the slicer will read: refuse those outside the data roots
         # now, rather than failing the job later.
         roots = settings.SHARDLINE_DATA_ROOTS
-        if data.get("num_slices") and roots:
-            from .. import sources
+        if roots:
+            from .. import sources, tables
 
             outside = []
             for index, work in enumerate(data["works"]):
-                path = formats.split_format(prefix + work)[0]
+                if formats.table_kind(prefix + work):
+                    path = tables.location(prefix + work)
+                elif data.get("num_slices"):
+                    path = formats.split_format(prefix + work)[0]
+                else:
+                    continue  # never read by the server
                 if sources.outside_roots(path, roots):
                     outside.append(f"works[{index}] {path!r}")
                     if len(outside) == 5:

@@ -89,6 +89,8 @@ def create_or_attach(spec: JobSpec, user=None) -> tuple[Job, bool]:
                 raise JobSpecConflict(spec.name, differs)
             return existing, False
 
+        # Tables are always sliced: slicing pins the version every run reads.
+        slices = bool(spec.num_slices) or any(formats.table_kind(work) for work in spec.works)
         job = Job.objects.create(
             name=spec.name,
             spec=spec.identity(),
@@ -102,21 +104,23 @@ def create_or_attach(spec: JobSpec, user=None) -> tuple[Job, bool]:
             lease_timeout=spec.lease_timeout,
             max_attempts=spec.max_attempts,
             split_tail=spec.split_tail,
-            state=JobState.SLICING if spec.num_slices else JobState.READY,
-            units_count=0 if spec.num_slices else len(spec.works),
+            state=JobState.SLICING if slices else JobState.READY,
+            units_count=0 if slices else len(spec.works),
             slicing_progress={"works_total": len(spec.works), "works_inspected": 0, "records_counted": 0}
-            if spec.num_slices
+            if slices
             else {},
             created_by=user if user is not None and user.is_authenticated else None,
         )
         # While slicing, the units are the works themselves; the slicing task
         # replaces them with record ranges.
         units.write_units(job.id, _work_units(spec))
-        if spec.num_slices:
+        if slices:
             # After commit: the worker must find the job it is told about.
             transaction.on_commit(lambda: tasks.slice_job.delay(job.id))
             message = (
                 f"{len(spec.works)} works to slice into {spec.num_slices} items per epoch, {spec.num_epochs} epochs"
+                if spec.num_slices
+                else f"{len(spec.works)} works, tables among them to pin and count, {spec.num_epochs} epochs"
             )
         else:
             units.materialise_epoch(job.id, 0)
@@ -137,7 +141,7 @@ def _work_units(spec: JobSpec):
             piece = formats.parse(item) if "?" in item else None
         except formats.FormatError:  # refused at validation; read whole if one slips through
             piece = None
-        yield item, None, piece and piece.start, piece and piece.end
+        yield item, None, piece and piece.start, piece and piece.end, None
 
 
 def get_job(job_id: int) -> Job:

@@ -6,6 +6,7 @@ the Python here decides which to run and turns rows into results.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -46,6 +47,8 @@ class Lease:
     # file, for a reader to seek to and skip from (a split's remainder has
     # no offset of its own; its slice's first record is the nearest known).
     seek: tuple[int, int] | None = None
+    # What a table slice's reader needs beyond the item (models.Unit.source).
+    source: dict | None = None
 
     @classmethod
     def from_row(cls, row) -> "Lease":
@@ -54,7 +57,12 @@ class Lease:
         end = row.unit_end if row.range_end is None else row.range_end
         offset = row.offset if start == row.unit_start else None  # a remainder starts inside its slice
         seek = None if row.offset is None else (row.unit_start, row.offset)
-        return cls(row.id, row.token, row.item, row.epoch, row.position, row.expires_at, offset, start, end, seek)
+        source = row.source
+        if isinstance(source, str):
+            source = json.loads(source)
+        return cls(
+            row.id, row.token, row.item, row.epoch, row.position, row.expires_at, offset, start, end, seek, source
+        )
 
 
 @dataclass(frozen=True)

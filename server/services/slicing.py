@@ -19,9 +19,9 @@ from django.utils import timezone
 
 from worker_sdk import formats
 
-from .. import sources
+from .. import sources, tables
 from ..models import Event, EventKind, Job, JobState, Unit
-from .units import materialise_epoch, write_units
+from .units import UnitRow, materialise_epoch, write_units
 
 log = logging.getLogger("shardline.slicing")
 
@@ -102,13 +102,23 @@ def slice_job(job_id: int) -> str:
     if job is None or not _slicing(job):
         return f"job {job_id} is not waiting to be sliced"
     raw_works = list(Unit.objects.filter(job_id=job_id).order_by("idx").values_list("item", flat=True))
+    expanded: list[sources.Work] = []
     try:
         roots = settings.SHARDLINE_DATA_ROOTS
+        pinned = []
         for work in raw_works:
-            sources.check_roots(formats.split_format(work)[0], roots)
-        expanded = [w for work in raw_works for w in sources.expand(work)]
-        for work in expanded:  # a directory or glob may hold links that lead out
-            sources.check_roots(work.path, roots)
+            if formats.table_kind(work):
+                table_works, record = tables.expand(work, roots)
+                expanded += table_works
+                pinned.append(record)
+            elif job.num_slices is None:
+                expanded.append(sources.Work(work, None))  # sliced for its tables only: a file stays whole
+            else:
+                sources.check_roots(formats.split_format(work)[0], roots)
+                expanded += sources.expand(work)
+        for work in expanded:  # a directory or glob (or a table's data files) may lead out
+            if work.format not in (None, formats.POSTGRES):
+                sources.check_roots(work.path, roots)
         progress = _Progress(job_id, len(expanded))
         for work in expanded:
             sources.count(work, progress.records)
@@ -120,14 +130,19 @@ def slice_job(job_id: int) -> str:
     except (sources.SourceError, formats.FormatError) as exc:
         _fail(job, str(exc))
         return f"job {job_id} failed: {exc}"
-    return _install(job, units)
+    finally:
+        tables.release(expanded)
+    return _install(job, units, pinned)
 
 
-UnitRow = tuple[str, int | None, int | None, int | None]  # item, byte offset, record range start and end
+def plan(works: list[sources.Work], num_slices: int | None) -> list[UnitRow]:
+    """(item, byte offset, start, end, source) per unit, in the works' order.
 
-
-def plan(works: list[sources.Work], num_slices: int) -> list[UnitRow]:
-    """(item, byte offset, start, end) per unit, in the works' order."""
+    Without ``num_slices`` (a job sliced only for its tables) files stay
+    whole and each table (or lakehouse data file) is one slice.
+    """
+    if num_slices is None:
+        num_slices = len(works)
     sliceable = [w for w in works if w.format is not None and w.records > 0]
     others = len([w for w in works if w.format is None])
     counts = (
@@ -138,16 +153,17 @@ def plan(works: list[sources.Work], num_slices: int) -> list[UnitRow]:
     units: list[UnitRow] = []
     for work in works:
         if work.format is None:
-            units.append((work.path, None, None, None))  # no known format: one item, as DeepRec does for files
+            units.append((work.path, None, None, None, None))  # no known format: one item, as DeepRec does for files
             continue
         if work.records == 0:
             continue
         spans = bounds(work.records, counts[id(work)])
-        offsets = sources.offsets_of(work, [start for start, _end in spans])
+        starts = [start for start, _end in spans]
+        offsets, read = sources.offsets_of(work, starts), tables.source_of(work, starts)
         forced = work.format if work.forced else None
         units += [
-            (formats.slice_item(work.path, start, end, forced), offset, start, end)
-            for (start, end), offset in zip(spans, offsets)
+            (formats.slice_item(work.path, start, end, forced), offset, start, end, key)
+            for (start, end), offset, key in zip(spans, offsets, read)
         ]
     return units
 
@@ -160,18 +176,19 @@ def _slicing(job: Job) -> bool:
     return job.state == JobState.SLICING or (job.state == JobState.PAUSED and job.resume_state == JobState.SLICING)
 
 
-def _install(job: Job, units: list[UnitRow]) -> str:
+def _install(job: Job, units: list[UnitRow], pinned: list[dict]) -> str:
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
         if not _slicing(job):
             return f"job {job.pk} was sliced (or cancelled) meanwhile"
         write_units(job.pk, units, replace=True)
         job.units_count = len(units)
+        job.tables = pinned
         if job.state == JobState.PAUSED:
             job.resume_state = JobState.READY
         else:
             job.state = JobState.READY
-        job.save(update_fields=["units_count", "state", "resume_state", "updated_at"])
+        job.save(update_fields=["units_count", "state", "resume_state", "tables", "updated_at"])
         materialise_epoch(job.pk, 0)
         Event.objects.create(job=job, kind=EventKind.STATE, message=f"sliced into {len(units)} items per epoch")
     log.info("job sliced", extra={"event": "job_sliced", "job": job.pk, "job_name": job.name, "count": len(units)})

@@ -9,6 +9,7 @@ three come here, and this module imports none of them.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 
@@ -23,13 +24,16 @@ COPY_BATCH = 50_000
 _NULL = "\\N"
 
 
-def write_units(
-    job_id: int, units: Iterable[tuple[str, int | None, int | None, int | None]], *, replace: bool = False
-) -> int:
-    """Writes the job's units, ``(item, offset, start, end)`` in order, and returns how many; ``replace`` deletes the old ones.
+UnitRow = tuple[str, int | None, int | None, int | None, dict | None]
+
+
+def write_units(job_id: int, units: Iterable[UnitRow], *, replace: bool = False) -> int:
+    """Writes the job's units, ``(item, offset, start, end, source)`` in order, and returns how many.
 
     ``start`` and ``end`` are a slice's record range (None for a work read
-    whole); ``offset`` the byte where its first record starts, when known.
+    whole); ``offset`` the byte where its first record starts, when known;
+    ``source`` a table slice's key range (models.Unit). ``replace`` deletes
+    the job's units first.
 
     COPY in text format, written in large blocks: a million rows in well under
     a second, where INSERTs would take minutes. The caller holds the job (a
@@ -39,12 +43,13 @@ def write_units(
         Unit.objects.filter(job_id=job_id).delete()
     count = 0
     with connection.cursor() as cursor:
-        columns = 'job_id, idx, item, "offset", start, "end"'
+        columns = 'job_id, idx, item, "offset", start, "end", source'
         with cursor.cursor.copy(f"COPY shardline_unit ({columns}) FROM STDIN") as copy:
             block = []
-            for count, (item, offset, start, end) in enumerate(units, start=1):
+            for count, (item, offset, start, end, source) in enumerate(units, start=1):
                 block.append(
-                    f"{job_id}\t{count - 1}\t{_copy_text(item)}\t{_copy_int(offset)}\t{_copy_int(start)}\t{_copy_int(end)}\n"
+                    f"{job_id}\t{count - 1}\t{_copy_text(item)}\t{_copy_int(offset)}\t{_copy_int(start)}"
+                    f"\t{_copy_int(end)}\t{_NULL if source is None else _copy_text(json.dumps(source))}\n"
                 )
                 if len(block) == COPY_BATCH:
                     copy.write("".join(block))

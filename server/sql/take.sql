@@ -194,7 +194,7 @@ SELECT j.state, j.num_epochs, j.epochs_materialised, r.reclaimed,
        (SELECT coalesce(array_agg(id), '{}') FROM done) AS completed,
        (SELECT deferred FROM tail) AS deferred,
        l.id, l.token, shardline_item_name(u.item, l.range_start, l.range_end) AS item, l.epoch, l.position,
-       l.expires_at, u."offset", l.range_start, l.range_end, u.start AS unit_start, u."end" AS unit_end
+       l.expires_at, u."offset", l.range_start, l.range_end, u.start AS unit_start, u."end" AS unit_end, u.source
   FROM job AS j
  CROSS JOIN (SELECT count(*) FILTER (WHERE state = 'pending') AS reclaimed FROM reclaimed) AS r
   LEFT JOIN leased AS l ON true
@@ -203,7 +203,7 @@ SELECT j.state, j.num_epochs, j.epochs_materialised, r.reclaimed,
   -- one row) was planned as a scan of all its units filtered on idx: 100 to
   -- 300 ms per take on a new million-item job until autovacuum analysed the
   -- table. LIMIT 1 keeps the subquery a parameterised probe.
-  LEFT JOIN LATERAL (SELECT item, "offset", start, "end"
+  LEFT JOIN LATERAL (SELECT item, "offset", start, "end", source
                        FROM shardline_unit
                       WHERE job_id = %(job)s AND idx = l.unit_idx
                       LIMIT 1) AS u ON true

@@ -57,7 +57,7 @@ def test_one_slice_of_a_thousand_reads_about_a_thousandth_of_the_file(tmp_path, 
     path = writer(tmp_path / ("data.csv" if writer is write_csv else "data.tfrecord"), size)
     units = sliced(path, 1000)
     assert len(units) == 1000
-    item, offset, _start, _end = units[500]
+    item, offset, _start, _end, _source = units[500]
     records = list(readers.records(item, offset))
     assert len(records) == size // 1000
     file_size = path.stat().st_size
@@ -68,7 +68,7 @@ def test_one_slice_of_a_thousand_reads_about_a_thousandth_of_the_file(tmp_path, 
 
 def test_without_the_offset_a_reader_still_finds_its_records(tmp_path):
     path = write_csv(tmp_path / "data.csv", 1000)
-    item, offset, _start, _end = sliced(path, 10)[3]
+    item, offset, _start, _end, _source = sliced(path, 10)[3]
     assert list(readers.records(item)) == list(readers.records(item, offset))
     assert readers.parse(item).start == 300
 

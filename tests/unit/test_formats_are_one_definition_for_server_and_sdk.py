@@ -67,3 +67,56 @@ def test_readers_read_a_work_of_unknown_format_as_lines(tmp_path):
     path.write_bytes(b"one\ntwo\n")
     assert readers.parse(str(path)).format == formats.READ_UNKNOWN_AS == "lines"
     assert list(readers.records(str(path))) == [b"one", b"two"]
+
+
+def test_a_postgres_table_slice_keeps_its_table_and_snapshot_in_the_path():
+    work = "postgresql://reader@db:5433/warehouse?table=public.events&key=a,b&sslmode=require"
+    pinned = formats.table_slice_path(work, "100:105:101,103")
+    item = formats.slice_item(pinned, 10, 20)
+    assert item == f"{pinned}&start=10&end=20"
+    assert formats.parse(item) == formats.Slice(pinned, 10, 20, formats.POSTGRES)
+    assert formats.parse(work) == formats.Slice(work, None, None, formats.POSTGRES)
+
+
+@pytest.mark.parametrize(
+    "work, kind",
+    [
+        ("postgresql://h/db?table=t", "postgres"),
+        ("postgres://h/db?table=t", "postgres"),
+        ("delta:///data/events", "delta"),
+        ("delta+s3://bucket/events", "delta"),
+        ("iceberg://lake/db.events", "iceberg"),
+        ("/data/events.parquet", None),
+        ("s3://bucket/events.parquet", None),
+    ],
+)
+def test_a_table_is_known_by_its_scheme(work, kind):
+    assert formats.table_kind(work) == kind
+
+
+@pytest.mark.parametrize(
+    "work, problem",
+    [
+        ("postgresql://u:hunter2@h/db?table=t", "must not carry a password"),
+        ("postgresql://u@h/db?table=t&password=hunter2", "must not carry a password"),
+        ("postgresql://h/db", "name the table"),
+        ("postgresql://h/db?table=t&statement=drop", "unknown parameter(s) statement"),
+        ("delta:///d?version=latest", "version must be a number"),
+        ("delta:///d?where=nothing", "where takes column=value conditions"),
+        ("iceberg://lake/events", "name the catalog and the table"),
+    ],
+)
+def test_a_table_work_that_carries_a_secret_or_lacks_its_name_is_refused(work, problem):
+    with pytest.raises(formats.FormatError, match=re.escape(problem)) as refused:
+        formats.check_table(work)
+    assert "hunter2" not in str(refused.value)
+
+
+def test_the_item_name_function_spells_a_pieces_range_as_slice_item_does(db):
+    from django.db import connection
+
+    pinned = formats.table_slice_path("postgresql://h/db?table=t", "5:9:6")
+    for unit in (formats.slice_item("/d/a.csv", 0, 100), formats.slice_item(pinned, 0, 100)):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT shardline_item_name(%s, 40, 60)", [unit])
+            assert cursor.fetchone()[0] == unit.replace("start=0&end=100", "start=40&end=60")
