@@ -16,6 +16,8 @@ announces what a waiting take could be waiting for (migrations/0013):
                         heartbeat, if it waits on the server, answers at once
     <job>:refused:<worker> the holder refused a split asked for this worker:
                         its take asks another holder
+    <job>:waiting:<consumer> a consumer holding leases of the job started or
+                        stopped waiting: the leases worth waiting for changed
 
 Each wakes only the waiters it may concern, so that a few hundred waiting
 workers cost the database O(events), not O(workers): ``pending`` wakes as
@@ -213,6 +215,8 @@ def _concerns(waiter: Waiter, kind: str, value: str) -> bool:
         return value in waiter.holders
     if kind == "refused":
         return not waiter.holders and value == waiter.taker
+    if kind == "waiting":
+        return not waiter.holders  # a take counts its leases worth waiting for again
     if kind == "pending":
         return not waiter.holders
     if kind == "done":

@@ -22,16 +22,16 @@ WAIT = 20
 class Waiting(threading.Thread):
     """One take with ``wait``, in the background: ``.answer``, ``.status``, ``.seconds``."""
 
-    def __init__(self, api: Api, job_id: int, worker: str):
+    def __init__(self, api: Api, job_id: int, worker: str, consumer: str | None = None):
         super().__init__(daemon=True)
-        self.api, self.job_id, self.worker = api, job_id, worker
+        self.api, self.job_id, self.worker, self.consumer = api, job_id, worker, consumer or worker
         self.answer = self.status = self.seconds = None
 
     def run(self):
         began = time.monotonic()
         response = self.api.post(
             f"/api/v1/jobs/{self.job_id}/leases/",
-            {"worker": self.worker, "wait": WAIT},
+            {"worker": self.worker, "consumer": self.consumer, "wait": WAIT},
             headers={"Idempotency-Key": uuid.uuid4().hex},
         )
         self.seconds = time.monotonic() - began
@@ -62,8 +62,8 @@ def waiting_takes(api: Api) -> float:
     raise AssertionError("/metrics has no shardline_waiting_takes")
 
 
-def started_waiting(api: Api, job_id: int, worker: str) -> Waiting:
-    waiting = Waiting(api, job_id, worker)
+def started_waiting(api: Api, job_id: int, worker: str, consumer: str | None = None) -> Waiting:
+    waiting = Waiting(api, job_id, worker, consumer)
     waiting.start()
     # Its take has run and found nothing: the server marked it waiting.
     wait_until(lambda: worker_waits(api, job_id, worker), 10, 0.02, "the take to be waiting")
@@ -144,6 +144,23 @@ def test_a_refused_split_wakes_the_take_and_it_asks_another_holder(api):
     began = time.monotonic()
     wait_until(lambda: asked(other), WAIT / 2, 0.02, "the other holder to be asked")
     assert time.monotonic() - began < WAIT / 2 and waiting.is_alive()
+
+
+def test_a_consumer_that_starts_waiting_ends_the_waits_on_its_leases(api):
+    # b1 (consumer B) holds /b. a2 waits for it: B is not waiting, so its
+    # lease is worth waiting for. Then B's process says it waits at the end
+    # of a queue (its heartbeat's waiting mark): its lease may be stuck
+    # behind that wait, so a2 stops waiting for it at once, not when its wait
+    # ends (two DataLoaders waiting on each other's loaders hung so).
+    job_id = create(api, ["/a", "/b"], shuffle=False)
+    assert api.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "a1", "consumer": "A"}).ok  # a2's sibling
+    held = take(api, job_id, "b1")["leases"][0]
+    waiting = started_waiting(api, job_id, "a2", consumer="A")
+    ref = {"id": held["id"], "token": held["token"]}
+    assert api.post("/api/v1/leases/extend/", {"leases": [ref], "waiting": True}).ok
+    result = waiting.result()
+    assert result.status == 200 and result.seconds < WAIT / 2
+    assert (result.answer["leases"], result.answer["waiting_on"], result.answer["leased_by_others"]) == ([], 0, 2)
 
 
 def test_the_end_of_the_job_wakes_every_waiting_take(api):
