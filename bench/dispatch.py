@@ -71,6 +71,9 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
                     "records": [None] * len(held),
                     "key": None,  # unkeyed, as the raw baseline
                     "ttl": 600,
+                    "tracks": False,
+                    "upto": None,
+                    "sync": False,
                 }
                 cur.execute(execute, [params[key] for key in names])
                 rows = cur.fetchall()

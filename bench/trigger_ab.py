@@ -68,6 +68,9 @@ def _heartbeat_loop(dsn: str, job: dict, seconds: float, start_at: float):
             "records": [],
             "key": None,
             "ttl": 600,
+            "tracks": False,
+            "upto": None,
+            "sync": False,
         }
         rows = conn.execute(job["take"], params).fetchall()
         held = [(row[6], row[7]) for row in rows if row[6] is not None]

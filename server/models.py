@@ -392,6 +392,7 @@ class EventKind(models.TextChoices):
     RESTORED = "restored"
     SPLIT = "split"  # a lease was cut (on the cut item)
     REMAINDER = "remainder"  # the cut's unread records became this item
+    RELEASED = "released"  # given back unread, no attempt used (a synchronous rank's epoch stopped)
 
 
 class Event(models.Model):

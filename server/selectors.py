@@ -182,6 +182,17 @@ def audit_page(job: Job, *, page: int = 1, page_size: int = 50, **filters):
     return rows[:page_size], len(rows) > page_size
 
 
+def epoch_records(job: Job, upto: int) -> dict:
+    """Records per epoch, and unread in epochs up to ``upto`` (None: not known; see epoch_records.sql)."""
+    rows = sql.run("epoch_records", {"job": job.id, "upto": upto})
+    row = rows[0] if rows else None
+    return {
+        "upto_epoch": upto,
+        "per_epoch": None if row is None else row.per_epoch,
+        "unread": None if row is None else row.unread,
+    }
+
+
 def item_dead_rows() -> int:
     """Dead row versions in shardline_item, from Postgres's statistics (0 before any are counted)."""
     return sql.run("item_dead_rows", {})[0].dead

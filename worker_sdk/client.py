@@ -31,10 +31,14 @@ class Client:
         consumer: str | None = None,
         wait: float = 0.0,
         tracks: bool = False,
+        upto_epoch: int | None = None,
+        sync: bool = False,
+        max_records: int | None = None,
     ) -> dict:
         """``wait``: seconds the server may hold the take when nothing can be leased yet (it answers when work comes).
 
         ``tracks``: the caller claims records and answers splits (worker_sdk.tracker).
+        ``upto_epoch``, ``sync``, ``max_records``: a rank of synchronous training (worker_sdk.sync).
         """
         body = {"worker": worker, "count": count, "complete": list(complete)}
         if consumer is not None:
@@ -43,6 +47,12 @@ class Client:
             body["wait"] = wait
         if tracks:
             body["tracks"] = True
+        if upto_epoch is not None:
+            body["upto_epoch"] = upto_epoch
+        if sync:
+            body["sync"] = True
+        if max_records is not None:
+            body["max_records"] = max_records
         # One key per take, reused by the transport's retries: a take whose
         # answer was lost is answered again, not given more items.
         key = uuid.uuid4().hex
@@ -58,6 +68,12 @@ class Client:
     def fail(self, lease_id: int, token: int, error: str) -> dict:
         return self.transport.request(
             "POST", f"/api/v1/leases/{lease_id}/fail/", json={"token": token, "error": error[:8000]}
+        )
+
+    def release(self, lease_id: int, token: int, reason: str) -> dict:
+        """Gives an item back unread, without using an attempt."""
+        return self.transport.request(
+            "POST", f"/api/v1/leases/{lease_id}/release/", json={"token": token, "reason": reason[:8000]}
         )
 
     def extend(
@@ -81,6 +97,10 @@ class Client:
 
     def split(self, lease_id: int, token: int, at: int) -> dict:
         return self.transport.request("POST", f"/api/v1/leases/{lease_id}/split/", json={"token": token, "at": at})
+
+    def epoch_records(self, job_id: int, upto_epoch: int) -> dict:
+        """Records per epoch, and unread in epochs up to ``upto_epoch`` (None when not known)."""
+        return self.transport.request("GET", f"/api/v1/jobs/{job_id}/records/", params={"upto_epoch": upto_epoch})
 
     def watermarks(self, job_id: int) -> dict:
         return self.transport.request("GET", f"/api/v1/jobs/{job_id}/watermarks/")

@@ -123,7 +123,14 @@ class Leaser:
         with self._lock:
             self._trackers.pop(lease.id, None)
 
-    def take(self, finished: list[Lease] = (), tracks: bool = False) -> tuple[list[Lease], dict]:
+    def take(
+        self,
+        finished: list[Lease] = (),
+        tracks: bool = False,
+        upto_epoch: int | None = None,
+        sync: bool = False,
+        max_records: int | None = None,
+    ) -> tuple[list[Lease], dict]:
         """Acknowledges ``finished`` (and any earlier finished lease) and leases one item, in one request.
 
         Returns (new leases, the server's answer). If the request fails, the
@@ -142,6 +149,9 @@ class Leaser:
                 consumer=self.consumer,
                 wait=TAKE_WAIT,
                 tracks=tracks,
+                upto_epoch=upto_epoch,
+                sync=sync,
+                max_records=max_records,
             )
         finally:
             self._stop_sending(sent)
@@ -268,6 +278,9 @@ class Leaser:
             except errors.ShardlineError as exc:
                 log.warning("work queue %s: heartbeat failed: %s", self.name, exc)
                 continue
+            for lease_id in answer.get("done", []):
+                with self._lock:  # completed by the process it was handed to (worker_sdk.sync)
+                    self._held.pop(int(lease_id), None)
             interval = answer.get("heartbeat_in")
             self._range_interval = RANGE_HEARTBEAT if interval is None else float(interval)
             for lease_id in answer.get("lost", []):

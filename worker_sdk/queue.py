@@ -199,9 +199,12 @@ class WorkQueue(Resumable):
                 self._leaser_pid = pid
             return self._leaser_obj
 
-    def stream(self, lag: int = 1, tracks: bool = False) -> Stream:
-        """A new consumer of this queue (see worker_sdk.stream); ``tracks``: its reader claims records."""
-        stream = Stream(self._leaser, self.name, lag, tracks)
+    def stream(self, lag: int = 1, tracks: bool = False, upto_epoch: int | None = None, sync: bool = False) -> Stream:
+        """A new consumer of this queue (see worker_sdk.stream); ``tracks``: its reader claims records.
+
+        ``upto_epoch`` and ``sync``: a rank of synchronous training (worker_sdk.sync).
+        """
+        stream = Stream(self._leaser, self.name, lag, tracks, upto_epoch, sync)
         self._streams.add(stream)
         return stream
 

@@ -85,7 +85,7 @@ class Resumable:
         state = {"job": snap["job"], "job_name": self.job["name"], "snapshot": snap["id"], "seq": snap["seq"]}
         return json.dumps(state, sort_keys=True).encode()
 
-    def restore_checkpoint_state(self, digest, state) -> dict | None:
+    def restore_checkpoint_state(self, digest, state, generation: str | None = None) -> dict | None:
         """Restores what ``checkpoint_state`` saved; None (with a warning) when it is not this queue's."""
         digest = digest.decode() if isinstance(digest, bytes) else str(digest)
         if not state:
@@ -109,7 +109,7 @@ class Resumable:
                 stacklevel=2,
             )
             return None
-        return self.restore(saved["snapshot"])
+        return self.restore(saved["snapshot"], generation)
 
     def saveable(self):
         """TF1 graphs: registers (once per graph) and returns the SaveableObject that Saver() saves."""

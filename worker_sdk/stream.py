@@ -53,6 +53,13 @@ def queue_ended(answer: dict, known: int) -> bool:
     return waiting_on == 0 and (answer.get("leased_by_you") or 0) <= known
 
 
+class Budget:
+    """How many records a consumer may still claim (a synchronous rank's quota for one epoch)."""
+
+    def __init__(self, records: int):
+        self.left = records
+
+
 class Stream:
     """One consumer's leases: those it reads now (``open``), oldest first.
 
@@ -64,13 +71,32 @@ class Stream:
     ``finish()``.
     """
 
-    def __init__(self, leaser: Callable[[], Leaser], name: str, lag: int = 1, tracks: bool = False):
+    def __init__(
+        self,
+        leaser: Callable[[], Leaser],
+        name: str,
+        lag: int = 1,
+        tracks: bool = False,
+        upto_epoch: int | None = None,
+        sync: bool = False,
+    ):
         self._leaser = leaser
         self.name = name
         self.lag = lag
         # Its reader claims records one by one (records(), a WorkRange): the
         # server may ask a split of what it leases from the start.
         self.tracks = tracks
+        # A rank of synchronous training (worker_sdk.sync): it reads epochs up
+        # to ``upto_epoch`` and ends when nothing is left to lease there.
+        self.upto_epoch = upto_epoch
+        self.sync = sync
+        # Its records are handed to another process, which completes or gives
+        # back each item once it knows what it trained on (worker_sdk.sync's
+        # Ledger): this stream acknowledges nothing itself.
+        self.handoff = False
+        # The records it may still read (a synchronous rank's quota): each
+        # take asks for no more, and each record claimed counts.
+        self.budget: Budget | None = None
         self.open: collections.deque[Lease] = collections.deque()
         self.ended = False
         # In a take, which may wait on the server for work: it holds nothing
@@ -86,11 +112,15 @@ class Stream:
         finished = []
         while len(self.open) >= self.lag:
             finished.append(self.open.popleft())
+        if self.handoff:
+            finished = []  # the items are the receiving process's to complete
         try:
             while True:
                 self.taking = True
                 try:
-                    leases, answer = leaser.take(finished, self.tracks)
+                    leases, answer = leaser.take(
+                        finished, self.tracks, self.upto_epoch, self.sync, self.budget and self.budget.left
+                    )
                 finally:
                     self.taking = False
                 finished = []
@@ -121,7 +151,8 @@ class Stream:
                 except QueueExhausted:
                     return
         except GeneratorExit:
-            self.abort("the consumer stopped before finishing this item")
+            if not self.handoff:
+                self.abort("the consumer stopped before finishing this item")
             raise
 
     def records(self, lease: Lease, records: Iterable) -> Iterator:
@@ -148,6 +179,8 @@ class Stream:
                 if tracker is not None:
                     if not tracker.try_claim(position):
                         break  # the rest of the range was split off
+                    if self.budget is not None:
+                        self.budget.left -= 1
                     position += 1
                 if last is not _NOTHING:
                     yield last

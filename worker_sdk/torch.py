@@ -1,4 +1,4 @@
-"""PyTorch: an IterableDataset over a WorkQueue.
+"""PyTorch: an IterableDataset over a WorkQueue, and SyncLoader for synchronous (DDP) training.
 
 With ``DataLoader(num_workers=N)`` every loader process leases its own items
 (under its own worker name), so fast loaders read more, exactly as workers of
@@ -20,11 +20,12 @@ import os
 from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
+from . import sync
 from .names import default_worker_name
 from .queue import WorkQueue
 
 try:
-    from torch.utils.data import IterableDataset, get_worker_info
+    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 except ImportError as exc:
     raise ImportError(f"worker_sdk.torch needs PyTorch: pip install torch ({exc})") from exc
 
@@ -61,3 +62,221 @@ class WorkQueueDataset(IterableDataset):
                     yield lease.item
                 else:
                     yield lease.item  # acknowledged when the next one is asked for
+
+
+# -- synchronous training (worker_sdk.sync) ------------------------------------------
+
+
+class _HandedCollate:
+    """Collates the records of ``Handed`` samples and keeps where they came from (loader processes pickle it)."""
+
+    def __init__(self, collate):
+        self.collate = collate
+
+    def __call__(self, samples):
+        meta = [sync.Handed(None, s.lease_id, s.token, s.last) for s in samples]
+        return self.collate([s.record for s in samples]), meta
+
+
+class _EpochDataset(IterableDataset):
+    """One rank's records of one synchronous epoch, read by the DataLoader's loader processes (or its own)."""
+
+    def __init__(self, queue: WorkQueue, reader, plan: sync.EpochPlan, consumer: str):
+        self.queue, self.reader, self.plan, self.consumer = queue, reader, plan, consumer
+
+    def __iter__(self):
+        info = get_worker_info()
+        index, loaders = (0, 1) if info is None else (info.id, info.num_workers)
+        if info is not None:
+            self.queue.worker = f"{self.consumer}:loader{info.id}:{os.getpid()}"
+            self.queue.consumer = self.consumer
+        if self.plan.steps is not None:
+            quota = sync.loader_quota(self.plan, loaders, index)
+            yield from sync.read_epoch(self.queue, self.plan.epoch, self.reader, quota)
+        else:
+            yield from sync.read_epoch(self.queue, self.plan.epoch, self.reader, handoff=True)
+
+
+class SyncLoader:
+    """A DataLoader for synchronous data-parallel training (DDP, FSDP) over a WorkQueue.
+
+    ``for batch in loader`` runs one epoch, the same number of steps on every
+    rank of the process group (``group``, default the world), however unevenly
+    the queue deals the data; ``set_epoch(e)`` picks the epoch, as with
+    DistributedSampler (default: one after the last). ``len(loader)`` is the
+    epoch's steps when the records are known. ``stats`` says, after an epoch,
+    what it ran and gave back. See worker_sdk.sync for how.
+
+    ``reader(item)`` (picklable, for ``num_workers > 0``) yields an item's
+    records in order; by default the SDK's readers. Other keyword arguments
+    go to the DataLoader (not ``batch_size``, ``sampler``, ``shuffle``).
+    """
+
+    def __init__(
+        self,
+        queue: WorkQueue,
+        batch_size: int,
+        reader: Callable[[str], Iterable] | None = None,
+        *,
+        num_workers: int = 0,
+        collate_fn: Callable | None = None,
+        group=None,
+        **loader_kwargs,
+    ):
+        from torch.utils.data import default_collate
+
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        self.queue, self.batch_size, self.reader = queue, batch_size, reader
+        self.num_workers, self.group, self.loader_kwargs = num_workers, group, loader_kwargs
+        self.collate_fn = collate_fn or default_collate
+        self.consumer = queue.consumer or queue.worker or default_worker_name()
+        self.epoch = 0
+        self.plan: sync.EpochPlan | None = None
+        self.stats: sync.SyncStats | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.plan = None
+
+    def __len__(self) -> int:
+        plan = self._plan()
+        if plan.steps is None:
+            raise TypeError("the epoch's steps are not known up front: its works are read whole (use num_slices)")
+        return plan.steps
+
+    def __iter__(self):
+        plan = self._plan()
+        self.stats = sync.SyncStats()
+        try:
+            if plan.steps is not None:
+                yield from self._planned(plan)
+            else:
+                yield from self._agreed(plan)
+        finally:
+            self.epoch = plan.epoch + 1  # the plan stays, for what it said (dropped)
+
+    def _plan(self) -> sync.EpochPlan:
+        """The epoch's plan, counted on rank 0 and shared (every rank must run the same steps)."""
+        if self.plan is not None and self.plan.epoch == self.epoch:
+            return self.plan
+        rank, world = _rank_and_world(self.group)
+        found = [None]
+        if rank == 0:
+            _until_sliced(self.queue)
+            found[0] = sync.plan(self.queue, self.epoch, self.batch_size, world)
+        if world > 1:
+            import torch.distributed as dist
+
+            dist.broadcast_object_list(found, src=_global_rank(self.group, 0), group=self.group)
+        self.plan = found[0]
+        return self.plan
+
+    def _loader(self, plan: sync.EpochPlan, collate) -> DataLoader:
+        dataset = _EpochDataset(self.queue, self.reader, plan, self.consumer)
+        return DataLoader(
+            dataset, batch_size=self.batch_size, num_workers=self.num_workers, collate_fn=collate, **self.loader_kwargs
+        )
+
+    def _planned(self, plan: sync.EpochPlan):
+        produced = 0
+        for batch in self._loader(plan, self.collate_fn):
+            produced += 1
+            self.stats.steps += 1
+            yield batch
+        if produced < plan.steps:
+            rank, _world = _rank_and_world(self.group)
+            raise RuntimeError(
+                f"work queue {self.queue.name}: rank {rank} got {produced} of epoch {plan.epoch}'s {plan.steps} "
+                "batches: records planned for the epoch were read elsewhere (another reader of the job, or a "
+                "restore since the count); the other ranks would wait for this one, so it stops here"
+            )
+
+    def _agreed(self, plan: sync.EpochPlan):
+        ledger = sync.Ledger(self.queue._client, self.stats)
+        iterator = iter(self._loader(plan, _HandedCollate(self.collate_fn)))
+        try:
+            while True:
+                batch = next(iterator, None)
+                if not _every_rank_has(batch is not None, self.group):
+                    if batch is not None:
+                        ledger.seen(batch[1])
+                    return
+                data, handed = batch
+                ledger.seen(handed)
+                yield data
+                ledger.trained(handed)  # the caller asked for the next batch: the step ran
+                self.stats.steps += 1
+        finally:
+            del iterator  # the loader processes end before their items are given back
+            ledger.give_back(f"epoch {plan.epoch} stopped before this rank trained on the whole item")
+
+
+class QueueState:
+    """A queue's position for ``torch.distributed.checkpoint`` (a ``Stateful``): a snapshot, and the loader's epoch.
+
+    ``dcp.save({"queue": QueueState(queue, loader), ...})`` takes a snapshot
+    of the job; ``dcp.load`` restores it on every rank (one restore: the
+    ranks of one launch attempt share its generation, the torchrun run id and
+    restart count) and sets the loader's next epoch. Saved between epochs
+    it is exact: a synchronous epoch has trained on everything it read, and
+    the snapshot holds nothing else, whatever the world size that resumes.
+    Saved within an epoch, the items being read then are read again whole.
+    """
+
+    def __init__(self, queue: WorkQueue, loader: SyncLoader | None = None):
+        self.queue, self.loader = queue, loader
+
+    def state_dict(self) -> dict:
+        return {
+            "digest": self.queue.spec_digest(),
+            "position": self.queue.checkpoint_state().decode(),
+            "epoch": self.loader.epoch if self.loader is not None else 0,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        generation = os.environ.get("SHARDLINE_RESTORE_GENERATION") or ":".join(
+            os.environ.get(name, "") for name in ("TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT")
+        )
+        self.queue.restore_checkpoint_state(state["digest"], state["position"], generation)
+        if self.loader is not None:
+            self.loader.set_epoch(int(state["epoch"]))
+
+
+def _rank_and_world(group) -> tuple[int, int]:
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return 0, 1
+    return dist.get_rank(group), dist.get_world_size(group)
+
+
+def _global_rank(group, rank: int) -> int:
+    import torch.distributed as dist
+
+    return rank if group is None else dist.get_global_rank(group, rank)
+
+
+def _every_rank_has(mine: bool, group) -> bool:
+    """Whether every rank has a batch: one all-reduce (the minimum) of one number per step."""
+    import torch
+    import torch.distributed as dist
+
+    _rank, world = _rank_and_world(group)
+    if world == 1:
+        return mine
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" else "cpu"
+    flag = torch.tensor([1 if mine else 0], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
+    return bool(flag.item())
+
+
+def _until_sliced(queue: WorkQueue, timeout: float = 3600.0) -> None:
+    """Waits for the job's slicing (its records are counted only then)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while queue._client.job(queue.job["id"])["state"] == "slicing":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"work queue {queue.name}: the job was still slicing after {timeout:.0f} s")
+        time.sleep(0.5)

@@ -55,6 +55,9 @@ class TakeView(APIView):
                     consumer=data["consumer"],
                     key=key,
                     tracks=data["tracks"],
+                    upto=data["upto_epoch"],
+                    sync=data["sync"],
+                    max_records=data["max_records"],
                 )
             )
             return results[-1]
@@ -137,6 +140,23 @@ class FailView(APIView):
         return Response(lease_service.fail(lease_id, data["token"], data["error"]))
 
 
+class ReleaseView(APIView):
+    permission_classes = [IsWorker]
+
+    @extend_schema(
+        request=s.ReleaseSerializer,
+        responses={
+            200: inline_serializer("Released", {"id": serializers.IntegerField(), "state": serializers.CharField()}),
+            409: ERROR,
+        },
+        summary="Give an item back unread, without using an attempt (a synchronous rank's epoch stopped)",
+    )
+    def post(self, request, lease_id: int):
+        data = validated(s.ReleaseSerializer, request.data).validated_data
+        lease_service.release(lease_id, data["token"], data["reason"])
+        return Response({"id": lease_id, "state": "pending"})
+
+
 class ExtendView(APIView):
     permission_classes = [IsWorker]
 
@@ -179,6 +199,7 @@ class ExtendManyView(APIView):
             {
                 "extended": {str(k): v for k, v in beat.extended.items()},
                 "lost": beat.lost,
+                "done": beat.done,
                 "splits": {str(k): v for k, v in beat.splits.items()},
                 "split_min_records": split_service.floor(),
                 "heartbeat_in": beat.heartbeat_in,

@@ -133,6 +133,18 @@ class LeaseSerializer(serializers.Serializer):
     )
 
 
+class RecordsSerializer(serializers.Serializer):
+    upto_epoch = serializers.IntegerField()
+    per_epoch = serializers.IntegerField(
+        allow_null=True, help_text="Records in one epoch; null when a unit's records are not known (a work read whole)."
+    )
+    unread = serializers.IntegerField(
+        allow_null=True,
+        help_text="Records of epochs up to upto_epoch not done yet (pending or leased, epochs not made yet "
+        "included); null when not known.",
+    )
+
+
 class TakeResponseSerializer(serializers.Serializer):
     leases = LeaseSerializer(many=True)
     exhausted = serializers.BooleanField(
@@ -162,6 +174,10 @@ class TakeResponseSerializer(serializers.Serializer):
 class ExtendResponseSerializer(serializers.Serializer):
     extended = serializers.DictField(child=serializers.DateTimeField(), help_text="lease id -> new expiry")
     lost = serializers.ListField(child=serializers.IntegerField())
+    done = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="Leases already completed with the token given: nothing to extend, and nothing lost.",
+    )
     splits = serializers.DictField(
         child=serializers.IntegerField(),
         help_text="lease id -> the record a split is asked at: the holder answers with POST "

@@ -21,6 +21,7 @@ BIGINT_MAX = 2**63 - 1
 # The longest a take may wait server-side (seconds): well under the SDK's
 # read timeout and the proxies' usual 60 s.
 MAX_TAKE_WAIT = 30
+MAX_EPOCHS = 10_000
 
 
 def clean_text(value: str, what: str, *, max_length: int) -> str:
@@ -80,7 +81,7 @@ class WorksField(serializers.Field):
 class JobCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=200, help_text="1-200 characters of A-Z a-z 0-9 . _ -")
     works = WorksField(help_text="Files (or tables) to hand out: each one item per epoch.")
-    num_epochs = serializers.IntegerField(min_value=1, max_value=10000, default=1)
+    num_epochs = serializers.IntegerField(min_value=1, max_value=MAX_EPOCHS, default=1)
     shuffle = serializers.BooleanField(default=True)
     seed = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX, allow_null=True, default=None)
     prefix = serializers.CharField(
@@ -212,6 +213,35 @@ class TakeSerializer(StrictSerializer):
         help_text="The caller claims the records of what it leases one by one and answers splits (the SDK's "
         "readers do): a split may be asked of its leases at once (the liquid tail).",
     )
+    upto_epoch = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_EPOCHS,
+        required=False,
+        allow_null=True,
+        help_text="Lease only items of epochs up to this one: what earlier epochs left first, then this one's "
+        "(a synchronous training epoch). Nothing left up to it ends the caller's take with waiting_on 0, and "
+        "exhausted only when it is the job's last epoch.",
+    )
+    sync = serializers.BooleanField(
+        default=False,
+        help_text="The caller is a rank of synchronous training (DDP, MultiWorkerMirrored): other ranks' leases "
+        "are finished only as this rank keeps training with them, so none counts as worth waiting for, and no "
+        "split is asked for it.",
+    )
+    max_records = serializers.IntegerField(
+        min_value=1,
+        max_value=BIGINT_MAX,
+        required=False,
+        allow_null=True,
+        help_text="Lease at most this many records: of a longer record range, its first ones, the rest staying "
+        "pending (a synchronous rank's quota for its epoch).",
+    )
+
+
+class RecordsQuerySerializer(StrictSerializer):
+    upto_epoch = serializers.IntegerField(
+        min_value=0, max_value=MAX_EPOCHS, help_text="Count unread records of epochs up to this one."
+    )
 
 
 def parse_take(data) -> dict:
@@ -224,7 +254,7 @@ def parse_take(data) -> dict:
     """
     if not isinstance(data, dict):
         raise serializers.ValidationError({"non_field_errors": ["expected a JSON object"]})
-    fields = {"worker", "consumer", "count", "complete", "wait", "tracks"}
+    fields = {"worker", "consumer", "count", "complete", "wait", "tracks", "upto_epoch", "sync", "max_records"}
     errors = {name: ["unknown field"] for name in sorted(set(data) - fields)}
     worker = data.get("worker")
     consumer = data.get("consumer", worker)
@@ -243,6 +273,15 @@ def parse_take(data) -> dict:
     tracks = data.get("tracks", False)
     if not isinstance(tracks, bool):
         errors["tracks"] = ["true or false"]
+    sync = data.get("sync", False)
+    if not isinstance(sync, bool):
+        errors["sync"] = ["true or false"]
+    upto = data.get("upto_epoch")
+    if upto is not None and (not _is_int(upto) or not 0 <= upto <= MAX_EPOCHS):
+        errors["upto_epoch"] = [f"an integer from 0 to {MAX_EPOCHS}, or null"]
+    max_records = data.get("max_records")
+    if max_records is not None and (not _is_int(max_records) or not 1 <= max_records <= BIGINT_MAX):
+        errors["max_records"] = ["a positive integer, or null"]
     complete = data.get("complete", [])
     completions = []
     if not isinstance(complete, list) or len(complete) > limit:
@@ -263,6 +302,9 @@ def parse_take(data) -> dict:
         "complete": completions,
         "wait": float(wait),
         "tracks": tracks,
+        "upto_epoch": upto,
+        "sync": sync,
+        "max_records": max_records,
     }
 
 
@@ -307,6 +349,16 @@ class ErrorTextField(serializers.CharField):
 
 class FailSerializer(TokenSerializer):
     error = ErrorTextField(max_length=MAX_ERROR_LENGTH, allow_blank=True, default="", trim_whitespace=False)
+
+
+class ReleaseSerializer(TokenSerializer):
+    reason = ErrorTextField(
+        max_length=MAX_ERROR_LENGTH,
+        allow_blank=True,
+        default="",
+        trim_whitespace=False,
+        help_text="Why it is given back (kept in the audit trail).",
+    )
 
 
 class LeaseRefSerializer(StrictSerializer):

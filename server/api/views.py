@@ -131,6 +131,19 @@ class WatermarksView(APIView):
         return Response(r.WatermarksSerializer(progress.of(job).as_watermarks()).data)
 
 
+class RecordsView(APIView):
+    permission_classes = [IsViewer]
+
+    @extend_schema(
+        parameters=[s.RecordsQuerySerializer],
+        responses={200: r.RecordsSerializer, 400: ERROR, 404: ERROR},
+        summary="Records per epoch, and unread in epochs up to one (synchronous training's step count)",
+    )
+    def get(self, request, job_id: int):
+        upto = validated(s.RecordsQuerySerializer, request.query_params).validated_data["upto_epoch"]
+        return Response(r.RecordsSerializer(selectors.epoch_records(job_service.get_job(job_id), upto)).data)
+
+
 class ItemsView(generics.ListAPIView):
     """Audit: items with their lease history fields; ``?format=csv`` streams everything that matches."""
 

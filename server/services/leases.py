@@ -11,6 +11,8 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.db import transaction
+
 from .. import metrics, sql
 from ..errors import JobCancelled, JobFailed, LeaseLost, NotFound
 from ..models import JobState
@@ -104,6 +106,9 @@ def take(
     consumer: str | None = None,
     key: str | None = None,
     tracks: bool = False,
+    upto: int | None = None,
+    sync: bool = False,
+    max_records: int | None = None,
 ) -> TakeResult:
     """Completes the caller's finished leases, then leases up to ``count`` items.
 
@@ -112,14 +117,29 @@ def take(
     ``key`` (an Idempotency-Key) is recorded with the leases of the first
     statement; a repeat of it fails that statement (services/requests.py).
     ``tracks``: the caller claims records and answers splits (services/splits.py).
+    ``upto``: lease only items of epochs up to this one (a synchronous
+    training epoch reads what earlier epochs left, then its own). ``sync``:
+    the caller is a rank of synchronous training, whose peers finish their
+    leases only when this rank keeps training: nothing pending (up to
+    ``upto``) is its end, and no split is asked for it. ``max_records``: a
+    lease of a longer record range leases only its first ones, and the rest
+    stays pending (cut in this take's transaction, so no other taker finds
+    the range held meanwhile): a synchronous rank's quota.
 
     In steady state this is one statement (take.sql): one round trip and one
     commit per request. More run only at the edges: right after expired leases
     were taken back, at an epoch boundary, and when nothing could be leased.
     """
+    if max_records is not None:
+        with transaction.atomic():
+            result = take(job_id, worker, count, completions, consumer, key, tracks, upto, sync)
+            result.leases = [splits.trim(lease, max_records) for lease in result.leases]
+            return result
     consumer = consumer or worker
     with metrics.timed("take"):
-        job, leases, reclaimed, completed = _take_once(job_id, worker, consumer, count, tracks, completions, key)
+        job, leases, reclaimed, completed = _take_once(
+            job_id, worker, consumer, count, tracks, completions, key, upto, sync
+        )
         deferred = job["deferred"]
         lost = _lost(completions, completed) if len(completed) < len(completions) else []
         metrics.LEASE_ITEMS.labels("complete").inc(len(completed))
@@ -132,13 +152,14 @@ def take(
             return _not_active(job_id, state, result)
 
         if len(leases) < count and reclaimed and not deferred:
-            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks)[1]
+            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks, upto=upto, sync=sync)[1]
         epoch = job["epochs_materialised"]
-        while len(leases) < count and epoch < job["num_epochs"] and not deferred:
+        last = job["num_epochs"] if upto is None else min(job["num_epochs"], upto + 1)
+        while len(leases) < count and epoch < last and not deferred:
             if not units.materialise_epoch(job_id, epoch):
                 break  # another taker holds the job row: it is creating this epoch
             epoch += 1
-            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks)[1]
+            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks, upto=upto, sync=sync)[1]
 
         if leases:
             if state == JobState.READY:
@@ -146,7 +167,9 @@ def take(
         elif deferred:
             result.retry_after = RETRY_DEFERRED
         else:
-            _nothing_leased(job_id, worker, consumer, epoch < job["num_epochs"], result)
+            # The job can end here only if this take may lease from its last epoch.
+            final = upto is None or upto >= job["num_epochs"] - 1
+            _nothing_leased(job_id, worker, consumer, epoch < last, final, result, upto, sync)
             if result.exhausted:
                 jobs.mark_done(job_id)
         metrics.LEASE_ITEMS.labels("take").inc(len(leases))
@@ -171,7 +194,15 @@ def _not_active(job_id: int, state: str, result: TakeResult) -> TakeResult:
 
 
 def _take_once(
-    job_id: int, worker: str, consumer: str, count: int, tracks: bool, completions=(), key: str | None = None
+    job_id: int,
+    worker: str,
+    consumer: str,
+    count: int,
+    tracks: bool,
+    completions=(),
+    key: str | None = None,
+    upto: int | None = None,
+    sync: bool = False,
 ) -> tuple[dict, list[Lease], int, list[int]]:
     """Runs take.sql: returns (job state and epochs, leases, leases reclaimed, completions accepted)."""
     rows = sql.run(
@@ -188,6 +219,8 @@ def _take_once(
             "key": key,
             "ttl": REQUEST_KEY_TTL,
             "tracks": tracks,
+            "upto": upto,
+            "sync": sync,
         },
     )
     if not rows:
@@ -214,24 +247,38 @@ def answer_again(job_id: int, key: str, completions: list[Completion]) -> TakeRe
     return TakeResult(leases=leases, exhausted=False, retry_after=retry_after, completed=completed, lost=lost)
 
 
-def _nothing_leased(job_id: int, worker: str, consumer: str, epochs_left: bool, result: TakeResult) -> None:
-    """Fills in exhausted, retry_after and the lease counts of a take that got nothing."""
+def _nothing_leased(
+    job_id: int,
+    worker: str,
+    consumer: str,
+    epochs_left: bool,
+    final: bool,
+    result: TakeResult,
+    upto: int | None = None,
+    sync: bool = False,
+) -> None:
+    """Fills in exhausted, retry_after and the lease counts of a take that got nothing.
+
+    ``final``: the take may lease from the job's last epoch, so nothing left
+    for it is the job's end (with ``upto`` below it, only the caller's).
+    """
     has_pending, seconds_to_expiry, mine, others, waiting_on = sql.run(
-        "at_end", {"job": job_id, "worker": worker, "consumer": consumer}
+        "at_end", {"job": job_id, "worker": worker, "consumer": consumer, "upto": upto, "sync": sync}
     )[0]
     if has_pending:
         result.retry_after = RETRY_PENDING_LOCKED
     elif epochs_left:
         result.retry_after = RETRY_MATERIALISING
     elif seconds_to_expiry is None:
-        result.exhausted, result.leased_by_you, result.leased_by_others, result.waiting_on = True, 0, 0, 0
+        result.leased_by_you, result.leased_by_others, result.waiting_on = 0, 0, 0
+        result.exhausted = final
     else:
         # Leases may still fail or expire and come back: not exhausted. The
         # counts let the caller tell whether any of them is worth waiting for.
         result.retry_after = round(min(max(float(seconds_to_expiry), 0.1), RETRY_MAX), 3)
         result.leased_by_you, result.leased_by_others, result.waiting_on = mine, others, waiting_on
         result.wake_by = max(float(seconds_to_expiry), 0.0)
-        if splits.request(job_id, worker):
+        if not sync and splits.request(job_id, worker):
             # Unread records of a lease are being split off for this worker:
             # worth waiting for, and soon.
             result.retry_after = splits.TAIL_HEARTBEAT
@@ -298,6 +345,16 @@ def complete(lease_id: int, token: int, records: int | None = None) -> None:
         )
 
 
+def release(lease_id: int, token: int, reason: str) -> None:
+    """Gives an item back unread without using an attempt (a synchronous rank's epoch stopped before it)."""
+    with metrics.timed("release"):
+        rows = sql.run("release", {"id": lease_id, "token": token, "reason": reason})
+    if not rows:
+        raise LeaseLost(
+            f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
+        )
+
+
 def fail(lease_id: int, token: int, error: str) -> dict:
     """Gives an item back with an error; returns its new state and attempts."""
     with metrics.timed("fail"):
@@ -327,6 +384,9 @@ class Heartbeat:
     ranged: bool = False  # some of the leases are record ranges
     jobs: frozenset[int] = frozenset()
     holders: frozenset[str] = frozenset()  # the workers the leases are held by
+    # Completed with their tokens (by the holder's consumer, or a request on
+    # its way): the holder need not heartbeat them any more.
+    done: list[int] = field(default_factory=list)
 
 
 def extend(
@@ -349,9 +409,11 @@ def extend(
         )
     extended = {row.id: row.expires_at for row in rows if row.requested}
     lost = [(lease_id, token) for lease_id, token in pairs if lease_id not in extended]
+    done: set[int] = set()
     if lost:
         # Completed with this token since the heartbeat left (a heartbeat that
-        # waited on the server): nothing to extend, and nothing lost.
+        # waited on the server, or a consumer that completes what its loaders
+        # read): nothing to extend, and nothing lost.
         done = {
             row.id for row in sql.run("already_done", {"ids": [p[0] for p in lost], "tokens": [p[1] for p in lost]})
         }
@@ -370,4 +432,5 @@ def extend(
         any(row.ranged for row in rows if row.requested),
         frozenset(row.job_id for row in rows),
         frozenset(row.worker for row in rows if row.worker),
+        sorted(done),
     )

@@ -37,8 +37,11 @@ only after its cut was acknowledged (worker_sdk.leaser).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from django.conf import settings
+
+from worker_sdk import formats
 
 from .. import metrics, sql
 from ..errors import InvalidInput, LeaseLost
@@ -83,6 +86,16 @@ def heartbeat_in(rows) -> float | None:
     if not ranged:
         return None
     return TAIL_HEARTBEAT if any(row.tail for row in ranged) else RANGE_HEARTBEAT
+
+
+def trim(lease, records: int):
+    """``lease`` with at most ``records`` records: a longer range is cut there, and its rest is a new pending item."""
+    if lease.start is None or lease.end is None or lease.end - lease.start <= records:
+        return lease
+    at = lease.start + records
+    cut(lease.id, lease.token, at)
+    path, forced = formats.split_format(lease.item)
+    return replace(lease, end=at, item=formats.slice_item(formats.parse(path).path, lease.start, at, forced))
 
 
 def cut(lease_id: int, token: int, at: int) -> dict:

@@ -1,5 +1,6 @@
 -- at_end: what stands between job %(job)s and its end, for a take by
--- %(worker)s (reading for %(consumer)s) that leased nothing.
+-- %(worker)s (reading for %(consumer)s) that leased nothing. With %(upto)s,
+-- only epochs up to it count (a synchronous training epoch's take).
 --
 --   has_pending         items wait to be leased (others' takes hold their
 --                       rows for a moment): retry at once.
@@ -13,15 +14,21 @@
 --                       caller (a DataLoader taking from its loaders in
 --                       turn, two queues read in lockstep), so waiting for
 --                       its leases could wait forever; the caller's own
---                       consumer is reading its leases itself.
+--                       consumer is reading its leases itself. For a rank of
+--                       synchronous training (%(sync)s) no live lease is:
+--                       the other ranks finish theirs only as this one keeps
+--                       training with them.
 -- Reads only the job's leased rows (item_leased_expiry) and their holders'
 -- worker rows: a handful at the end of a job, when this runs.
-SELECT EXISTS (SELECT 1 FROM shardline_item WHERE job_id = %(job)s AND state = 'pending') AS has_pending,
+SELECT EXISTS (SELECT 1 FROM shardline_item
+                WHERE job_id = %(job)s AND state = 'pending'
+                  AND (%(upto)s::integer IS NULL OR epoch <= %(upto)s::integer)) AS has_pending,
        extract(epoch FROM min(i.expires_at) - now()) AS seconds_to_expiry,
        count(*) FILTER (WHERE i.worker = %(worker)s) AS mine,
        count(*) FILTER (WHERE i.worker IS DISTINCT FROM %(worker)s) AS others,
        count(*) FILTER (WHERE i.expires_at < now()
-                           OR (h.consumer IS DISTINCT FROM %(consumer)s AND NOT h.waits)) AS waiting_on
+                           OR (NOT %(sync)s::boolean
+                               AND h.consumer IS DISTINCT FROM %(consumer)s AND NOT h.waits)) AS waiting_on
   FROM shardline_item AS i
   LEFT JOIN LATERAL (
         SELECT w.consumer,
@@ -32,4 +39,5 @@ SELECT EXISTS (SELECT 1 FROM shardline_item WHERE job_id = %(job)s AND state = '
           FROM shardline_worker AS w
          WHERE w.job_id = i.job_id AND w.name = i.worker
        ) AS h ON true
- WHERE i.job_id = %(job)s AND i.state = 'leased';
+ WHERE i.job_id = %(job)s AND i.state = 'leased'
+   AND (%(upto)s::integer IS NULL OR i.epoch <= %(upto)s::integer);

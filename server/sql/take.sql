@@ -77,7 +77,9 @@ WITH req AS (
     -- and only counting on other consumers: a DataLoader's other loaders read
     -- only when their main process gets past this one, so a loader deferred
     -- to its siblings could wait on them forever.
-    SELECT coalesce(r.items > 0
+    -- Never a rank of synchronous training (%(sync)s): it needs its share of
+    -- the epoch however slow it is, and no other rank reads more for it.
+    SELECT coalesce(NOT %(sync)s::boolean AND r.items > 0
                     AND mine.seconds_per_item > r.items / others.items_per_second
                     AND mine.seconds_per_item > 2 * others.workers / others.items_per_second, false) AS deferred
       FROM remaining AS r
@@ -125,6 +127,7 @@ WITH req AS (
     SELECT id
       FROM shardline_item
      WHERE job_id = %(job)s AND state = 'pending'
+       AND (%(upto)s::integer IS NULL OR epoch <= %(upto)s::integer)
        AND EXISTS (SELECT 1 FROM job WHERE state IN ('ready', 'running'))
        AND NOT (SELECT deferred FROM tail)
      ORDER BY epoch, position

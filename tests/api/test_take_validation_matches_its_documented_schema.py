@@ -21,6 +21,8 @@ CASES = [
     {"worker": "w", "wait": 0.5},
     {"worker": "w", "wait": 30},
     {"worker": "w", "tracks": True},
+    {"worker": "w", "upto_epoch": 0, "sync": True, "max_records": 1},
+    {"worker": "w", "upto_epoch": None, "max_records": None},
     {"worker": "x" * 255},
     {},
     {"worker": ""},
@@ -47,6 +49,11 @@ CASES = [
     {"worker": "w", "wait": None},
     {"worker": "w", "tracks": 1},
     {"worker": "w", "tracks": "yes"},
+    {"worker": "w", "upto_epoch": -1},
+    {"worker": "w", "upto_epoch": 10001},
+    {"worker": "w", "sync": "true"},
+    {"worker": "w", "max_records": 0},
+    {"worker": "w", "max_records": 2.5},
     [],
 ]
 
@@ -114,4 +121,7 @@ def test_a_valid_body_is_stripped_and_completed_with_defaults():
         "complete": [{"id": 1, "token": 2, "records": None}],
         "wait": 0.0,
         "tracks": False,
+        "upto_epoch": None,
+        "sync": False,
+        "max_records": None,
     }

@@ -1,0 +1,1 @@
+from ..sdk.conftest import sdk_env  # noqa: F401  (the SDK tests' environment fixture)

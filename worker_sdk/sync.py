@@ -1,0 +1,186 @@
+"""Synchronous data-parallel training: every rank of an epoch runs the same number of steps, and nothing is lost.
+
+Ranks of DDP, FSDP or MultiWorkerMirroredStrategy all-reduce their gradients
+every step, so they must all run the same number of steps; a queue hands
+them different amounts of data by design. A rank that runs out while
+another still trains waits in the all-reduce forever (and a rank whose take
+waits for a peer's lease to end waits for a peer that waits for it). Two
+ways out, chosen per epoch by what the server knows:
+
+**Steps known up front** (``plan``: every item is a record range, i.e.
+sliced works or tables). At the start of epoch ``e`` the records not yet
+done in epochs up to ``e`` (what earlier epochs left, then ``e``'s own) are
+counted once and shared by all ranks: ``steps = unread // (world_size *
+batch_size)``, drop_last. Each rank reads exactly ``steps * batch_size``
+records (each loader process its share of the batches): each of its takes
+asks for no more records than it still needs (``max_records``), and the
+server leases the first of a longer range and leaves the rest pending, in
+the take's own transaction. So no rank ever holds records another needs,
+every rank runs ``steps`` steps with no collective beyond the one broadcast
+of the count, everything read is trained on, and the ``unread - steps *
+world * batch`` records left over (fewer than one global batch) are read
+first in the next epoch (``EpochPlan.dropped``).
+
+**Steps agreed one at a time** (records unknown: works read whole). Each
+step every rank says whether it has a batch (one all-reduce of one number,
+the minimum): the epoch ends for all at the first rank that has none.
+Loaders then hand each record over with its lease, and the main process
+completes an item once it has trained on its last record; the items it has
+not trained on to the end are given back unread, without using an attempt
+(``release``), and read in a later epoch. An item a rank was in the middle
+of is read again whole: at most one item per loader per rank at each
+epoch's end is read twice (counted in ``SyncStats.reread``). Slice works
+(``num_slices``) to make it exact.
+
+In both ways a rank's takes read epochs up to the current one only, and end
+when nothing is left to lease there (``sync``: other ranks' leases are
+never worth waiting for, since those ranks finish them only by training on
+with this one).
+"""
+
+from __future__ import annotations
+
+from contextlib import closing
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+from . import readers
+from .stream import Budget
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """What every rank runs in one epoch: ``steps`` batches of ``batch_size`` (None: agreed step by step)."""
+
+    epoch: int
+    world_size: int
+    batch_size: int
+    unread: int | None  # records of epochs up to this one not done when it began
+    steps: int | None
+
+    @property
+    def dropped(self) -> int | None:
+        """Records left for the next epoch (drop_last): fewer than one global batch."""
+        if self.steps is None or self.unread is None:
+            return None
+        return self.unread - self.steps * self.world_size * self.batch_size
+
+
+def plan(queue, epoch: int, batch_size: int, world_size: int) -> EpochPlan:
+    """The epoch's plan from the server's count of unread records (ask it on one rank and share it)."""
+    if batch_size < 1 or world_size < 1:
+        raise ValueError(f"batch_size and world_size must be at least 1, not {batch_size} and {world_size}")
+    counts = queue._client.epoch_records(queue.job["id"], epoch)
+    unread = counts["unread"]
+    steps = None if unread is None else unread // (world_size * batch_size)
+    return EpochPlan(epoch, world_size, batch_size, unread, steps)
+
+
+def loader_quota(plan: EpochPlan, loaders: int, index: int) -> int:
+    """Records loader ``index`` of ``loaders`` reads: the batches it makes when they are dealt in turn."""
+    batches = plan.steps // loaders + (1 if index < plan.steps % loaders else 0)
+    return batches * plan.batch_size
+
+
+@dataclass(frozen=True)
+class Handed:
+    """A record handed from a loader to the main process, with the lease it came from (steps agreed one by one)."""
+
+    record: object
+    lease_id: int
+    token: int
+    last: bool  # the last record of its item
+
+
+def read_epoch(
+    queue, epoch: int, reader: Callable | None = None, quota: int | None = None, handoff: bool = False
+) -> Iterator:
+    """One loader's (or one rank's) records of a synchronous epoch.
+
+    With ``quota`` (steps known): exactly that many records, or fewer only
+    when the queue ran short (the caller checks). Without: until nothing is
+    left to lease up to ``epoch``; with ``handoff`` the records come as
+    ``Handed`` and their items are left to the main process to complete or
+    release (``Ledger``).
+    """
+    read = reader or readers.of_lease
+    stream = queue.stream(tracks=quota is not None, upto_epoch=epoch, sync=True)
+    stream.budget = Budget(quota) if quota is not None else None
+    stream.handoff = handoff
+    if quota is not None and quota <= 0:
+        return
+    with closing(stream.leases()) as leases:
+        for lease in leases:
+            source = read(lease) if reader is None else reader(lease.item)
+            if handoff:
+                yield from _handed(lease, source)
+            else:
+                yield from stream.records(lease, source)
+            if stream.budget is not None and stream.budget.left <= 0:
+                return
+
+
+def _handed(lease, records: Iterable) -> Iterator[Handed]:
+    previous = None
+    for record in records:
+        if previous is not None:
+            yield Handed(previous, lease.id, lease.token, False)
+        previous = record
+    if previous is not None:
+        yield Handed(previous, lease.id, lease.token, True)
+
+
+@dataclass
+class SyncStats:
+    """One epoch of one rank: steps run, items completed and given back, records that will be read again."""
+
+    steps: int = 0
+    completed: int = 0
+    released: int = 0
+    reread: int = 0  # records trained on from items given back (read again whole)
+
+
+@dataclass
+class Ledger:
+    """The main process's account of handed records (steps agreed one by one): completes, and gives back, items."""
+
+    client: object
+    stats: SyncStats = field(default_factory=SyncStats)
+    # lease id -> (token, records trained on so far)
+    _open: dict[int, list] = field(default_factory=dict)
+
+    def trained(self, handed: list[Handed]) -> None:
+        """The records of a step that ran: items whose last record was among them are completed."""
+        for entry in handed:
+            state = self._open.setdefault(entry.lease_id, [entry.token, 0])
+            state[1] += 1
+            if entry.last:
+                del self._open[entry.lease_id]
+                self._complete(entry.lease_id, entry.token)
+
+    def seen(self, handed: list[Handed]) -> None:
+        """Records that reached this process but were not trained on (the epoch stopped)."""
+        for entry in handed:
+            self._open.setdefault(entry.lease_id, [entry.token, 0])
+
+    def give_back(self, reason: str) -> None:
+        """Every item seen and not completed goes back unread, without using an attempt."""
+        from . import errors
+
+        for lease_id, (token, trained) in list(self._open.items()):
+            try:
+                self.client.release(lease_id, token, reason)
+                self.stats.released += 1
+                self.stats.reread += trained
+            except errors.LeaseLostError:
+                pass  # expired and taken back meanwhile: read again all the same
+            del self._open[lease_id]
+
+    def _complete(self, lease_id: int, token: int) -> None:
+        from . import errors
+
+        try:
+            self.client.complete(lease_id, token)
+            self.stats.completed += 1
+        except errors.LeaseLostError:
+            pass  # it expired (a step over the lease timeout): it is read again
