@@ -182,22 +182,22 @@ class Parking:
 def _next_expiry(job: int) -> float | None:
     from django.db import close_old_connections
 
-    from .services import leases
+    from .services import heartbeats
 
     close_old_connections()
-    return leases.next_expiry(job)
+    return heartbeats.next_expiry(job)
 
 
 def _refresh_in_thread(entries: list[Parked]) -> set[str]:
     """Marks the parked workers seen and returns the token digests that still authenticate (one statement each)."""
     from django.db import close_old_connections
 
-    from .services import accounts, leases
+    from .services import accounts, heartbeats
 
     close_old_connections()  # one that failed (the database restarted) is replaced
     waiting_now = {(e.job, e.worker) for e in entries if e.parked}
     if waiting_now:
-        leases.seen_waiting(sorted(waiting_now))
+        heartbeats.seen_waiting(sorted(waiting_now))
     return accounts.live_digests({e.digest for e in entries})
 
 

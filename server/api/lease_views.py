@@ -12,12 +12,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ..errors import LeaseLost
+from ..services import heartbeats
 from ..services import leases as lease_service
 from ..services import requests as request_service
 from ..services import splits as split_service
 from . import responses as r
 from . import serializers as s
-from . import waits
+from . import take_body, waits
 from .permissions import IsWorker
 from .views import ERROR, validated
 
@@ -26,7 +27,7 @@ class TakeView(APIView):
     permission_classes = [IsWorker]
 
     @extend_schema(
-        request=s.TakeSerializer,
+        request=take_body.TakeSerializer,
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
@@ -41,7 +42,7 @@ class TakeView(APIView):
         summary="Lease the next items (and complete earlier ones in the same request)",
     )
     def post(self, request, job_id: int):
-        data = s.parse_take(request.data)
+        data = take_body.parse_take(request.data)
         completions = [lease_service.Completion(c["id"], c["token"], c["records"]) for c in data["complete"]]
         results = []
 
@@ -172,7 +173,7 @@ class ExtendView(APIView):
     )
     def post(self, request, lease_id: int):
         data = validated(s.TokenSerializer, request.data).validated_data
-        beat = lease_service.extend([(lease_id, data["token"])])
+        beat = heartbeats.extend([(lease_id, data["token"])])
         extended, lost = beat.extended, beat.lost
         if lost:
             raise LeaseLost(
@@ -192,7 +193,7 @@ class ExtendManyView(APIView):
     def post(self, request):
         data = validated(s.ExtendManySerializer, request.data).validated_data
         refs = data["leases"]
-        beat = lease_service.extend(
+        beat = heartbeats.extend(
             [(ref["id"], ref["token"]) for ref in refs], data["waiting"], [ref["position"] for ref in refs]
         )
         response = Response(

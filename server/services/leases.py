@@ -1,4 +1,4 @@
-"""The lease hot path: take, complete, fail, extend.
+"""The lease hot path: take, complete, fail, release (heartbeats are in services/heartbeats.py).
 
 Each operation is one named statement from ``server/sql/`` (one round trip);
 the Python here decides which to run and turns rows into results.
@@ -290,17 +290,6 @@ def _nothing_leased(
             sql.run("stop_waiting", {"job": job_id, "worker": worker})
 
 
-def next_expiry(job_id: int) -> float | None:
-    """Seconds until the job's earliest live lease expires (<= 0: one has; None: none is held)."""
-    seconds = sql.run("next_expiry", {"job": job_id})[0].seconds
-    return None if seconds is None else float(seconds)
-
-
-def seen_waiting(workers: list[tuple[int, str]]) -> None:
-    """(job, worker) pairs whose takes wait on the server without running (server/parking.py) were seen now."""
-    sql.run("seen_waiting", {"jobs": [job for job, _name in workers], "workers": [name for _job, name in workers]})
-
-
 def _lost(completions, completed: list[int]) -> list[int]:
     """The completions not accepted, less those accepted earlier with the same token (a retried request)."""
     accepted = set(completed)
@@ -373,64 +362,3 @@ def fail(lease_id: int, token: int, error: str) -> dict:
         extra={"event": "item_failed", "job": job_id, "item": lease_id, "state": state, "count": attempts},
     )
     return {"id": lease_id, "state": state, "attempts": attempts, "max_attempts": max_attempts}
-
-
-@dataclass
-class Heartbeat:
-    extended: dict[int, datetime]  # lease id -> new expiry
-    lost: list[int]
-    splits: dict[int, int]  # lease id -> the record a split was asked at (services/splits.py)
-    heartbeat_in: float | None  # when the holder should heartbeat next (None: at its own pace)
-    ranged: bool = False  # some of the leases are record ranges
-    jobs: frozenset[int] = frozenset()
-    holders: frozenset[str] = frozenset()  # the workers the leases are held by
-    # Completed with their tokens (by the holder's consumer, or a request on
-    # its way): the holder need not heartbeat them any more.
-    done: list[int] = field(default_factory=list)
-
-
-def extend(
-    pairs: list[tuple[int, int]], waiting: bool | None = None, positions: list[int | None] | None = None
-) -> Heartbeat:
-    """Heartbeat for (lease id, token) pairs, with the holder's reading position in each where it has one.
-
-    ``waiting``: whether the holder's process waits at the end of a queue
-    (None leaves the mark as it is).
-    """
-    with metrics.timed("extend"):
-        rows = sql.run(
-            "extend",
-            {
-                "ids": [p[0] for p in pairs],
-                "tokens": [p[1] for p in pairs],
-                "positions": positions or [None] * len(pairs),
-                "waiting": waiting,
-            },
-        )
-    extended = {row.id: row.expires_at for row in rows if row.requested}
-    lost = [(lease_id, token) for lease_id, token in pairs if lease_id not in extended]
-    done: set[int] = set()
-    if lost:
-        # Completed with this token since the heartbeat left (a heartbeat that
-        # waited on the server, or a consumer that completes what its loaders
-        # read): nothing to extend, and nothing lost.
-        done = {
-            row.id for row in sql.run("already_done", {"ids": [p[0] for p in lost], "tokens": [p[1] for p in lost]})
-        }
-        lost = [pair for pair in lost if pair[0] not in done]
-    lost = [lease_id for lease_id, _token in lost]
-    for lease_id in lost:
-        log.warning(
-            "heartbeat refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "extend"}
-        )
-    asked = {row.id: row.split_at for row in rows if row.split_at is not None}
-    return Heartbeat(
-        extended,
-        lost,
-        asked,
-        splits.heartbeat_in(rows),
-        any(row.ranged for row in rows if row.requested),
-        frozenset(row.job_id for row in rows),
-        frozenset(row.worker for row in rows if row.worker),
-        sorted(done),
-    )

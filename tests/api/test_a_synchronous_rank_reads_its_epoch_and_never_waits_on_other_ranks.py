@@ -101,3 +101,22 @@ def test_a_synchronous_take_asks_no_split_of_other_ranks(worker_client, job_name
         "/api/v1/leases/extend/", {"leases": [{"id": held["id"], "token": held["token"], "position": 5}]}, format="json"
     ).json()
     assert beat["splits"] == {}  # its records are its rank's quota: taking them would leave it short
+
+
+def test_a_released_item_goes_back_unread_without_using_an_attempt(worker_client, job_name):
+    from server.models import Event, Item
+
+    job = create_job(worker_client, job_name, ["/a"], max_attempts=1)
+    for _ in range(3):  # more releases than attempts: a released item never fails for it
+        lease = take(worker_client, job["id"], "r0", sync=True)["leases"][0]
+        answer = worker_client.post(
+            f"/api/v1/leases/{lease['id']}/release/",
+            {"token": lease["token"], "reason": "epoch 0 stopped"},
+            format="json",
+        )
+        assert answer.status_code == 200 and answer.json() == {"id": lease["id"], "state": "pending"}
+    item = Item.objects.get(id=lease["id"])
+    assert (item.state, item.attempts) == ("pending", 0)
+    assert Event.objects.filter(item_id=item.id, kind="released", message="epoch 0 stopped").count() == 3
+    again = worker_client.post(f"/api/v1/leases/{lease['id']}/release/", {"token": lease["token"]}, format="json")
+    assert again.status_code == 409 and again.json()["error"] == "lease_lost"  # released already: nothing twice

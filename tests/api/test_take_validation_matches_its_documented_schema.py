@@ -6,7 +6,7 @@ from django.conf import settings
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework import serializers
 
-from server.api.serializers import parse_take
+from server.api.take_body import parse_take
 
 # JSON bodies as a worker could send them: valid ones, and each way to be wrong.
 CASES = [

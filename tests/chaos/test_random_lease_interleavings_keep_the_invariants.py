@@ -29,7 +29,7 @@ from hypothesis.stateful import (
 from server import progress
 from server.errors import InvalidTransition, LeaseLost
 from server.models import Job
-from server.services import jobs, leases, snapshots
+from server.services import heartbeats, jobs, leases, snapshots
 
 pytestmark = pytest.mark.django_db
 
@@ -129,7 +129,7 @@ class LeaseMachine(RuleBasedStateMachine):
     def extend(self, data):
         pairs = self.pairs(data)
         before = rows(self.job_id, [i for i, _ in pairs])
-        beat = leases.extend(pairs)
+        beat = heartbeats.extend(pairs)
         extended, lost = beat.extended, beat.lost
         assert set(extended) == {i for i, t in pairs if live(before.get(i), t)}
         # A heartbeat for a lease completed with that token (one that waited
