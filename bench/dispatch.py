@@ -73,6 +73,7 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
                     "ttl": 600,
                     "tracks": False,
                     "upto": None,
+                    "from": None,
                     "sync": False,
                 }
                 cur.execute(execute, [params[key] for key in names])

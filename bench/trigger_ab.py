@@ -70,6 +70,7 @@ def _heartbeat_loop(dsn: str, job: dict, seconds: float, start_at: float):
             "ttl": 600,
             "tracks": False,
             "upto": None,
+            "from": None,
             "sync": False,
         }
         rows = conn.execute(job["take"], params).fetchall()

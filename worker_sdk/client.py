@@ -34,6 +34,7 @@ class Client:
         upto_epoch: int | None = None,
         sync: bool = False,
         max_records: int | None = None,
+        from_epoch: int | None = None,
     ) -> dict:
         """``wait``: seconds the server may hold the take when nothing can be leased yet (it answers when work comes).
 
@@ -53,6 +54,8 @@ class Client:
             body["sync"] = True
         if max_records is not None:
             body["max_records"] = max_records
+        if from_epoch is not None:
+            body["from_epoch"] = from_epoch
         # One key per take, reused by the transport's retries: a take whose
         # answer was lost is answered again, not given more items.
         key = uuid.uuid4().hex

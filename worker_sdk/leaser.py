@@ -130,6 +130,7 @@ class Leaser:
         upto_epoch: int | None = None,
         sync: bool = False,
         max_records: int | None = None,
+        from_epoch: int | None = None,
     ) -> tuple[list[Lease], dict]:
         """Acknowledges ``finished`` (and any earlier finished lease) and leases one item, in one request.
 
@@ -152,6 +153,7 @@ class Leaser:
                 upto_epoch=upto_epoch,
                 sync=sync,
                 max_records=max_records,
+                from_epoch=from_epoch,
             )
         finally:
             self._stop_sending(sent)

@@ -90,6 +90,8 @@ class Stream:
         # to ``upto_epoch`` and ends when nothing is left to lease there.
         self.upto_epoch = upto_epoch
         self.sync = sync
+        # From this epoch on only (None: from the first): an epoch read alone.
+        self.from_epoch: int | None = None
         # Its records are handed to another process, which completes or gives
         # back each item once it knows what it trained on (worker_sdk.sync's
         # Ledger): this stream acknowledges nothing itself.
@@ -119,7 +121,12 @@ class Stream:
                 self.taking = True
                 try:
                     leases, answer = leaser.take(
-                        finished, self.tracks, self.upto_epoch, self.sync, self.budget and self.budget.left
+                        finished,
+                        self.tracks,
+                        self.upto_epoch,
+                        self.sync,
+                        self.budget and self.budget.left,
+                        self.from_epoch,
                     )
                 finally:
                     self.taking = False

@@ -82,6 +82,17 @@ def loader_quota(plan: EpochPlan, loaders: int, index: int) -> int:
     return batches * plan.batch_size
 
 
+def until_sliced(queue, timeout: float = 3600.0) -> None:
+    """Waits for the job's slicing to end: only then are its records counted."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while queue._client.job(queue.job["id"])["state"] == "slicing":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"work queue {queue.name}: the job was still slicing after {timeout:.0f} s")
+        time.sleep(0.5)
+
+
 @dataclass(frozen=True)
 class Handed:
     """A record handed from a loader to the main process, with the lease it came from (steps agreed one by one)."""
@@ -93,7 +104,12 @@ class Handed:
 
 
 def read_epoch(
-    queue, epoch: int, reader: Callable | None = None, quota: int | None = None, handoff: bool = False
+    queue,
+    epoch: int,
+    reader: Callable | None = None,
+    quota: int | None = None,
+    handoff: bool = False,
+    alone: bool = False,
 ) -> Iterator:
     """One loader's (or one rank's) records of a synchronous epoch.
 
@@ -101,12 +117,15 @@ def read_epoch(
     when the queue ran short (the caller checks). Without: until nothing is
     left to lease up to ``epoch``; with ``handoff`` the records come as
     ``Handed`` and their items are left to the main process to complete or
-    release (``Ledger``).
+    release (``Ledger``). ``alone``: that epoch's items only, not what earlier
+    epochs left (a worker whose input runs ahead into the next epoch while
+    others still read this one must not take records they need).
     """
     read = reader or readers.of_lease
     stream = queue.stream(tracks=quota is not None, upto_epoch=epoch, sync=True)
     stream.budget = Budget(quota) if quota is not None else None
     stream.handoff = handoff
+    stream.from_epoch = epoch if alone else None
     if quota is not None and quota <= 0:
         return
     with closing(stream.leases()) as leases:

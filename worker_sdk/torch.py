@@ -163,7 +163,7 @@ class SyncLoader:
         rank, world = _rank_and_world(self.group)
         found = [None]
         if rank == 0:
-            _until_sliced(self.queue)
+            sync.until_sliced(self.queue)
             found[0] = sync.plan(self.queue, self.epoch, self.batch_size, world)
         if world > 1:
             import torch.distributed as dist
@@ -269,14 +269,3 @@ def _every_rank_has(mine: bool, group) -> bool:
     flag = torch.tensor([1 if mine else 0], device=device)
     dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
     return bool(flag.item())
-
-
-def _until_sliced(queue: WorkQueue, timeout: float = 3600.0) -> None:
-    """Waits for the job's slicing (its records are counted only then)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while queue._client.job(queue.job["id"])["state"] == "slicing":
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"work queue {queue.name}: the job was still slicing after {timeout:.0f} s")
-        time.sleep(0.5)

@@ -59,6 +59,7 @@ class TakeView(APIView):
                     upto=data["upto_epoch"],
                     sync=data["sync"],
                     max_records=data["max_records"],
+                    from_epoch=data["from_epoch"],
                 )
             )
             return results[-1]

@@ -62,6 +62,13 @@ class TakeSerializer(StrictSerializer):
         "(a synchronous training epoch). Nothing left up to it ends the caller's take with waiting_on 0, and "
         "exhausted only when it is the job's last epoch.",
     )
+    from_epoch = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_EPOCHS,
+        required=False,
+        allow_null=True,
+        help_text="Lease only items of epochs from this one on (with upto_epoch the same: that epoch alone).",
+    )
     sync = serializers.BooleanField(
         default=False,
         help_text="The caller is a rank of synchronous training (DDP, MultiWorkerMirrored): other ranks' leases "
@@ -88,7 +95,18 @@ def parse_take(data) -> dict:
     """
     if not isinstance(data, dict):
         raise serializers.ValidationError({"non_field_errors": ["expected a JSON object"]})
-    fields = {"worker", "consumer", "count", "complete", "wait", "tracks", "upto_epoch", "sync", "max_records"}
+    fields = {
+        "worker",
+        "consumer",
+        "count",
+        "complete",
+        "wait",
+        "tracks",
+        "upto_epoch",
+        "from_epoch",
+        "sync",
+        "max_records",
+    }
     errors = {name: ["unknown field"] for name in sorted(set(data) - fields)}
     worker = data.get("worker")
     consumer = data.get("consumer", worker)
@@ -113,6 +131,9 @@ def parse_take(data) -> dict:
     upto = data.get("upto_epoch")
     if upto is not None and (not _is_int(upto) or not 0 <= upto <= MAX_EPOCHS):
         errors["upto_epoch"] = [f"an integer from 0 to {MAX_EPOCHS}, or null"]
+    from_epoch = data.get("from_epoch")
+    if from_epoch is not None and (not _is_int(from_epoch) or not 0 <= from_epoch <= MAX_EPOCHS):
+        errors["from_epoch"] = [f"an integer from 0 to {MAX_EPOCHS}, or null"]
     max_records = data.get("max_records")
     if max_records is not None and (not _is_int(max_records) or not 1 <= max_records <= BIGINT_MAX):
         errors["max_records"] = ["a positive integer, or null"]
@@ -137,6 +158,7 @@ def parse_take(data) -> dict:
         "wait": float(wait),
         "tracks": tracks,
         "upto_epoch": upto,
+        "from_epoch": from_epoch,
         "sync": sync,
         "max_records": max_records,
     }

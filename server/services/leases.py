@@ -109,6 +109,7 @@ def take(
     upto: int | None = None,
     sync: bool = False,
     max_records: int | None = None,
+    from_epoch: int | None = None,
 ) -> TakeResult:
     """Completes the caller's finished leases, then leases up to ``count`` items.
 
@@ -118,7 +119,8 @@ def take(
     statement; a repeat of it fails that statement (services/requests.py).
     ``tracks``: the caller claims records and answers splits (services/splits.py).
     ``upto``: lease only items of epochs up to this one (a synchronous
-    training epoch reads what earlier epochs left, then its own). ``sync``:
+    training epoch reads what earlier epochs left, then its own), and with
+    ``from_epoch`` from this one on (an epoch read alone). ``sync``:
     the caller is a rank of synchronous training, whose peers finish their
     leases only when this rank keeps training: nothing pending (up to
     ``upto``) is its end, and no split is asked for it. ``max_records``: a
@@ -132,14 +134,13 @@ def take(
     """
     if max_records is not None:
         with transaction.atomic():
-            result = take(job_id, worker, count, completions, consumer, key, tracks, upto, sync)
+            result = take(job_id, worker, count, completions, consumer, key, tracks, upto, sync, from_epoch=from_epoch)
             result.leases = [splits.trim(lease, max_records) for lease in result.leases]
             return result
     consumer = consumer or worker
     with metrics.timed("take"):
-        job, leases, reclaimed, completed = _take_once(
-            job_id, worker, consumer, count, tracks, completions, key, upto, sync
-        )
+        scope = (upto, sync, from_epoch)
+        job, leases, reclaimed, completed = _take_once(job_id, worker, consumer, count, tracks, completions, key, scope)
         deferred = job["deferred"]
         lost = _lost(completions, completed) if len(completed) < len(completions) else []
         metrics.LEASE_ITEMS.labels("complete").inc(len(completed))
@@ -152,14 +153,14 @@ def take(
             return _not_active(job_id, state, result)
 
         if len(leases) < count and reclaimed and not deferred:
-            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks, upto=upto, sync=sync)[1]
+            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks, scope=scope)[1]
         epoch = job["epochs_materialised"]
         last = job["num_epochs"] if upto is None else min(job["num_epochs"], upto + 1)
         while len(leases) < count and epoch < last and not deferred:
             if not units.materialise_epoch(job_id, epoch):
                 break  # another taker holds the job row: it is creating this epoch
             epoch += 1
-            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks, upto=upto, sync=sync)[1]
+            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks, scope=scope)[1]
 
         if leases:
             if state == JobState.READY:
@@ -169,7 +170,7 @@ def take(
         else:
             # The job can end here only if this take may lease from its last epoch.
             final = upto is None or upto >= job["num_epochs"] - 1
-            _nothing_leased(job_id, worker, consumer, epoch < last, final, result, upto, sync)
+            _nothing_leased(job_id, worker, consumer, epoch < last, final, result, scope)
             if result.exhausted:
                 jobs.mark_done(job_id)
         metrics.LEASE_ITEMS.labels("take").inc(len(leases))
@@ -201,10 +202,13 @@ def _take_once(
     tracks: bool,
     completions=(),
     key: str | None = None,
-    upto: int | None = None,
-    sync: bool = False,
+    scope: tuple = (None, False, None),
 ) -> tuple[dict, list[Lease], int, list[int]]:
-    """Runs take.sql: returns (job state and epochs, leases, leases reclaimed, completions accepted)."""
+    """Runs take.sql: returns (job state and epochs, leases, leases reclaimed, completions accepted).
+
+    ``scope``: (upto, sync, from_epoch) as ``take`` says.
+    """
+    upto, sync, from_epoch = scope
     rows = sql.run(
         "take",
         {
@@ -221,6 +225,7 @@ def _take_once(
             "tracks": tracks,
             "upto": upto,
             "sync": sync,
+            "from": from_epoch,
         },
     )
     if not rows:
@@ -254,16 +259,17 @@ def _nothing_leased(
     epochs_left: bool,
     final: bool,
     result: TakeResult,
-    upto: int | None = None,
-    sync: bool = False,
+    scope: tuple = (None, False, None),
 ) -> None:
     """Fills in exhausted, retry_after and the lease counts of a take that got nothing.
 
     ``final``: the take may lease from the job's last epoch, so nothing left
     for it is the job's end (with ``upto`` below it, only the caller's).
     """
+    upto, sync, from_epoch = scope
     has_pending, seconds_to_expiry, mine, others, waiting_on = sql.run(
-        "at_end", {"job": job_id, "worker": worker, "consumer": consumer, "upto": upto, "sync": sync}
+        "at_end",
+        {"job": job_id, "worker": worker, "consumer": consumer, "upto": upto, "sync": sync, "from": from_epoch},
     )[0]
     if has_pending:
         result.retry_after = RETRY_PENDING_LOCKED

@@ -1,6 +1,7 @@
 -- at_end: what stands between job %(job)s and its end, for a take by
--- %(worker)s (reading for %(consumer)s) that leased nothing. With %(upto)s,
--- only epochs up to it count (a synchronous training epoch's take).
+-- %(worker)s (reading for %(consumer)s) that leased nothing. With %(from)s
+-- and %(upto)s, only epochs from and up to them count (a synchronous
+-- training epoch's take).
 --
 --   has_pending         items wait to be leased (others' takes hold their
 --                       rows for a moment): retry at once.
@@ -22,7 +23,8 @@
 -- worker rows: a handful at the end of a job, when this runs.
 SELECT EXISTS (SELECT 1 FROM shardline_item
                 WHERE job_id = %(job)s AND state = 'pending'
-                  AND (%(upto)s::integer IS NULL OR epoch <= %(upto)s::integer)) AS has_pending,
+                  AND (%(upto)s::integer IS NULL OR epoch <= %(upto)s::integer)
+                  AND (%(from)s::integer IS NULL OR epoch >= %(from)s::integer)) AS has_pending,
        extract(epoch FROM min(i.expires_at) - now()) AS seconds_to_expiry,
        count(*) FILTER (WHERE i.worker = %(worker)s) AS mine,
        count(*) FILTER (WHERE i.worker IS DISTINCT FROM %(worker)s) AS others,
@@ -40,4 +42,5 @@ SELECT EXISTS (SELECT 1 FROM shardline_item
          WHERE w.job_id = i.job_id AND w.name = i.worker
        ) AS h ON true
  WHERE i.job_id = %(job)s AND i.state = 'leased'
-   AND (%(upto)s::integer IS NULL OR i.epoch <= %(upto)s::integer);
+   AND (%(upto)s::integer IS NULL OR i.epoch <= %(upto)s::integer)
+   AND (%(from)s::integer IS NULL OR i.epoch >= %(from)s::integer);

@@ -128,6 +128,7 @@ WITH req AS (
       FROM shardline_item
      WHERE job_id = %(job)s AND state = 'pending'
        AND (%(upto)s::integer IS NULL OR epoch <= %(upto)s::integer)
+       AND (%(from)s::integer IS NULL OR epoch >= %(from)s::integer)
        AND EXISTS (SELECT 1 FROM job WHERE state IN ('ready', 'running'))
        AND NOT (SELECT deferred FROM tail)
      ORDER BY epoch, position

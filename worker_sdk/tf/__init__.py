@@ -8,6 +8,7 @@ ops         take, input_dataset, input_producer, add_summary, dataset
 checkpoint  a queue inside TF2 checkpoints (trackable) and TF1 Savers (saveable)
 internals   every TensorFlow internal the SDK relies on, named in one place
 staging     DeepRec's ``tf.staged`` and ``make_prefetch_hook``
+distributed synchronous training: MultiWorkerMirroredStrategy and Keras fit
 """
 
 from __future__ import annotations

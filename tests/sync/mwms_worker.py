@@ -1,0 +1,59 @@
+"""One worker of a MultiWorkerMirroredStrategy run over a WorkQueue with Keras fit (tests/sync; TF_CONFIG names it).
+
+    python tests/sync/mwms_worker.py --name NAME --slices S --epochs E --batch GLOBAL --out FILE WORK...
+
+The dataset is worker_sdk.tf.distributed's: each worker reads its share of
+every epoch's steps. A reader logs each record as it is read (``read
+RECORD`` in FILE): in that mode everything read is trained on. Keras prints
+"ran out of data" if a worker's input ended early; the test looks for it.
+"""
+
+import argparse
+import faulthandler
+import signal
+
+import tensorflow as tf
+
+from worker_sdk import WorkQueue, readers
+from worker_sdk.tf import distributed
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--slices", type=int, required=True)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=16, help="the global batch")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("works", nargs="+")
+    args = parser.parse_args()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    queue = WorkQueue(args.works, num_epochs=args.epochs, shuffle=False, num_slices=args.slices, name=args.name)
+    steps = distributed.steps_per_epoch(queue, args.batch)
+    log = open(args.out, "w")
+
+    def reader(item):
+        for record in readers.records(item):
+            log.write(f"read {record.decode()}\n")
+            yield record
+
+    def features(batch):
+        x = tf.cast(tf.strings.length(batch), tf.float32)[:, None]
+        return x, tf.zeros_like(x)
+
+    data = strategy.distribute_datasets_from_function(
+        lambda context: distributed.dataset(queue, args.batch, context, reader=reader).map(features)
+    )
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.layers.Input(shape=(1,)), tf.keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+    history = model.fit(data, epochs=args.epochs, steps_per_epoch=steps, verbose=2)
+    log.write(f"epochs {len(history.history['loss'])} steps {steps}\n")
+    log.close()
+    queue.close()
+
+
+if __name__ == "__main__":
+    main()
