@@ -155,6 +155,9 @@ class SyncLoader:
                 yield from self._agreed(plan)
         finally:
             self.epoch = plan.epoch + 1  # the plan stays, for what it said (dropped)
+        # Every rank has settled its items once all are here: a snapshot
+        # (QueueState) taken now holds the whole epoch and nothing beyond it.
+        _barrier(self.group)
 
     def _plan(self) -> sync.EpochPlan:
         """The epoch's plan, counted on rank 0 and shared (every rank must run the same steps)."""
@@ -228,11 +231,22 @@ class QueueState:
         self.queue, self.loader = queue, loader
 
     def state_dict(self) -> dict:
-        return {
-            "digest": self.queue.spec_digest(),
-            "position": self.queue.checkpoint_state().decode(),
-            "epoch": self.loader.epoch if self.loader is not None else 0,
-        }
+        # Every rank saves (and dcp.load asks for) the state: one snapshot, on
+        # rank 0, shared, rather than one per rank.
+        group = self.loader.group if self.loader is not None else None
+        rank, world = _rank_and_world(group)
+        found = [None]
+        if rank == 0:
+            found[0] = {
+                "digest": self.queue.spec_digest(),
+                "position": self.queue.checkpoint_state().decode(),
+                "epoch": self.loader.epoch if self.loader is not None else 0,
+            }
+        if world > 1:
+            import torch.distributed as dist
+
+            dist.broadcast_object_list(found, src=_global_rank(group, 0), group=group)
+        return found[0]
 
     def load_state_dict(self, state: dict) -> None:
         generation = os.environ.get("SHARDLINE_RESTORE_GENERATION") or ":".join(
@@ -255,6 +269,13 @@ def _global_rank(group, rank: int) -> int:
     import torch.distributed as dist
 
     return rank if group is None else dist.get_global_rank(group, rank)
+
+
+def _barrier(group) -> None:
+    import torch.distributed as dist
+
+    if _rank_and_world(group)[1] > 1:
+        dist.barrier(group=group)
 
 
 def _every_rank_has(mine: bool, group) -> bool:

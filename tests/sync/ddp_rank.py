@@ -1,7 +1,8 @@
 """One rank of a DDP run over a WorkQueue with SyncLoader, started by torchrun (tests/sync).
 
     torchrun --standalone --nproc_per_node=N tests/sync/ddp_rank.py --name NAME [--slices S] [--epochs E]
-        [--batch B] [--loaders L] [--slow-rank R] [--slow 0.01] [--checkpoint DIR] --out DIR WORK...
+        [--batch B] [--loaders L] [--slow-rank R] [--slow 0.01] [--checkpoint DIR] [--die-at RANK:EPOCH:STEP]
+        [--stop-after EPOCH] --out DIR WORK...
 
 Each step is a real DDP step (a forward and a backward of a tiny model, whose
 gradients every rank all-reduces), so ranks that ran different numbers of
@@ -17,6 +18,7 @@ import argparse
 import faulthandler
 import os
 import signal
+import sys
 import time
 
 import torch
@@ -37,10 +39,12 @@ def main():
     parser.add_argument("--slow", type=float, default=0.0, help="seconds a step of the slow rank takes")
     parser.add_argument("--checkpoint", default=None)
     parser.add_argument("--die-at", default=None, help="RANK:EPOCH:STEP: that rank SIGKILLs itself there (first run)")
+    parser.add_argument("--stop-after", type=int, default=None, help="end the run after this epoch (and its save)")
     parser.add_argument("--out", required=True)
     parser.add_argument("works", nargs="+")
     args = parser.parse_args()
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # a hung test shows where each rank was
+    faulthandler.enable()  # and a rank that aborts, where it was
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -84,10 +88,20 @@ def main():
             import torch.distributed.checkpoint as dcp
 
             dcp.save(state, checkpoint_id=args.checkpoint)
+        if epoch == args.stop_after:
+            break
     report.close()
     queue.close()
     dist.barrier()  # no rank tears gloo down while another is still in its last collective
     dist.destroy_process_group()
+    if os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == "1":
+        # With a store of their own (restarts, harness.py), a rank that has
+        # finished everything can still abort in a C++ destructor at the
+        # interpreter's exit ("terminate called without an active exception",
+        # no Python frame; 2 of 40 restarted runs): the work is done and
+        # reported, so this rank ends here, before that teardown.
+        sys.stdout.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Real TensorFlow processes (TF_CONFIG, gRPC collectives on the CPU) over a
 sliced job, with Keras 2 (tf_keras, TF_USE_LEGACY_KERAS=1: Keras 3's fit
-fails under MultiWorkerMirroredStrategy in its symbolic build); an epoch's
+refuses the strategy's distributed dataset: README, "Synchronous training"); an epoch's
 records are a whole number of global batches, so nothing is left over and
 every record must be read once per epoch.
 """
