@@ -13,6 +13,11 @@ epoch's records over the global batch, and ``distributed.dataset`` gives
 each worker exactly its share of those steps every epoch. Keras 2 (tf_keras,
 ``TF_USE_LEGACY_KERAS=1``, set below): Keras 3's ``fit`` fails under this
 strategy (README, "Synchronous training").
+
+With ``--backup DIR`` (a folder every worker can reach) the model and the
+queue's position are saved there at each epoch's end: when a worker dies,
+start all of them again with the same command and ``fit`` goes on at the
+interrupted epoch with exactly the data not trained on.
 """
 
 import argparse
@@ -66,11 +71,13 @@ def train(args) -> None:
             [tf.keras.Input(shape=(2,)), tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(1)]
         )
         model.compile(optimizer="adam", loss="mse")
-    history = model.fit(data, epochs=args.epochs, steps_per_epoch=steps, verbose=0)
+    callbacks = [distributed.BackupAndRestore(queue, args.backup, global_batch)] if args.backup else []
+    history = model.fit(data, epochs=args.epochs, steps_per_epoch=steps, verbose=0, callbacks=callbacks)
     task = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
     if task == 0:
         loss = history.history["loss"]
-        print(f"{len(loss)} epochs of {steps} steps on every worker, final loss {loss[-1]:.4f}")
+        first = callbacks[0].first_epoch if callbacks else 0
+        print(f"{len(loss)} epochs of {steps} steps on every worker from epoch {first}, final loss {loss[-1]:.4f}")
         marks = queue.watermarks()
         print(f"queue {marks['name']}: {marks['done']}/{marks['total']} items done, state {marks['state']}")
     queue.close()
@@ -82,6 +89,7 @@ def main():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch", type=int, default=32, help="records per worker and step")
     parser.add_argument("--slices", type=int, default=48)
+    parser.add_argument("--backup", default=None, help="a folder for the model's and the queue's backup")
     parser.add_argument("files", nargs="+")
     args = parser.parse_args()
     if "TF_CONFIG" not in os.environ:

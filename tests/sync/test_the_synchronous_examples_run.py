@@ -42,6 +42,7 @@ def test_ddp_train_runs_under_torchrun_and_resumes_from_its_checkpoint(sdk_env, 
 
 
 @pytest.mark.tf
-def test_mwms_keras_starts_its_workers_and_fits_the_same_steps_on_each(sdk_env, celery_worker, sample):
-    out = run([sys.executable, "examples/mwms_keras.py", "--workers", "2", "--slices", "8", *sample], sdk_env)
-    assert "3 epochs of 15 steps on every worker" in out, out  # 1,000 // 64
+def test_mwms_keras_starts_its_workers_and_fits_the_same_steps_on_each(sdk_env, celery_worker, sample, tmp_path):
+    backup = ["--backup", str(tmp_path / "backup")]
+    out = run([sys.executable, "examples/mwms_keras.py", "--workers", "2", "--slices", "8", *backup, *sample], sdk_env)
+    assert "3 epochs of 15 steps on every worker from epoch 0" in out, out  # 1,000 // 64
