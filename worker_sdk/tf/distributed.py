@@ -174,5 +174,7 @@ def _barrier(strategy) -> None:
     tf = require("worker_sdk.tf.distributed")
     if strategy.num_replicas_in_sync == 1:
         return
-    one = tf.function(lambda: strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None), autograph=False)
+    one = tf.function(
+        lambda: strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None), autograph=False
+    )
     one()
