@@ -26,6 +26,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow is imported
 
@@ -44,8 +45,17 @@ def launch(workers: int) -> int:
         config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
         env = {**os.environ, "TF_CONFIG": json.dumps(config), "TF_CPP_MIN_LOG_LEVEL": "2"}
         children.append(subprocess.Popen([sys.executable, *sys.argv], env=env))
-    codes = [child.wait() for child in children]
-    return next((code for code in codes if code), 0)
+    try:
+        while any(child.poll() is None for child in children):
+            if any(child.poll() for child in children):
+                break  # a worker failed: its peers would wait for it in their next collective
+            time.sleep(0.5)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+                child.wait()
+    return next((child.returncode for child in children if child.returncode), 0)
 
 
 def train(args) -> None:

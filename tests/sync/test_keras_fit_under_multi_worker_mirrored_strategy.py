@@ -57,7 +57,13 @@ def start_workers(sdk_env, cluster, args, out, attempt: int, extra=None):
 
 
 def finish(children, timeout=200) -> None:
-    outputs = [child.communicate(timeout=timeout)[0] for child in children]
+    try:
+        outputs = [child.communicate(timeout=timeout)[0] for child in children]
+    finally:
+        for child in children:  # a worker whose peer failed waits in a collective: never leave it behind
+            if child.poll() is None:
+                child.kill()
+                child.wait()
     for child, output in zip(children, outputs):
         assert child.returncode == 0, output[-4000:]
         assert "ran out of data" not in output, output[-2000:]
@@ -95,10 +101,13 @@ def test_a_worker_killed_mid_epoch_and_both_started_again_resume_with_exactly_th
     # Worker 1 SIGKILLs itself at step 4 of epoch 1; worker 0 is then stuck
     # in a collective, and is stopped as a cluster manager would stop it.
     first_try = start_workers(sdk_env, cluster, args, tmp_path, 0, {1: ["--die-at", "1:4"]})
-    assert first_try[1].wait(timeout=200) == -signal.SIGKILL, first_try[1].communicate()[0][-3000:]
-    time.sleep(1)
-    first_try[0].kill()
-    first_try[0].communicate()
+    try:
+        assert first_try[1].wait(timeout=200) == -signal.SIGKILL, first_try[1].communicate()[0][-3000:]
+        time.sleep(1)
+    finally:
+        for child in first_try:
+            child.kill()
+            child.communicate()
     # Both start again, as the cluster manager would: the same TF_CONFIG.
     finish(start_workers(sdk_env, cluster, args, tmp_path, 1))
 

@@ -165,6 +165,7 @@ def BackupAndRestore(queue, backup_dir: str, global_batch_size: int, **kwargs):
         def on_train_end(self, logs=None):
             super().on_train_end(logs)
             _gates.pop(queue, None)
+            del self.model.shardline_work_queue  # the model's own checkpoints do not hold the queue
 
     return QueueBackupAndRestore(backup_dir, **kwargs)
 
