@@ -131,11 +131,13 @@ class Leaser:
         sync: bool = False,
         max_records: int | None = None,
         from_epoch: int | None = None,
+        wait: bool = True,
     ) -> tuple[list[Lease], dict]:
         """Acknowledges ``finished`` (and any earlier finished lease) and leases one item, in one request.
 
         Returns (new leases, the server's answer). If the request fails, the
-        finished leases stay held and go with the next request.
+        finished leases stay held and go with the next request. ``wait``:
+        the server may hold a take that finds nothing (TAKE_WAIT seconds).
         """
         with self._lock:
             for lease in finished:
@@ -148,7 +150,7 @@ class Leaser:
                 1,
                 [{"id": lease.id, "token": lease.token} for lease in sent],
                 consumer=self.consumer,
-                wait=TAKE_WAIT,
+                wait=TAKE_WAIT if wait else 0.0,
                 tracks=tracks,
                 upto_epoch=upto_epoch,
                 sync=sync,

@@ -21,7 +21,7 @@ import threading
 from typing import Callable, Iterable, Iterator
 
 from . import errors
-from .leaser import Lease, Leaser, mark_at_end
+from .leaser import Lease, Leaser, mark_at_end, process_waits
 from .tracker import RangeTracker
 
 _NOTHING = object()
@@ -116,6 +116,13 @@ class Stream:
             finished.append(self.open.popleft())
         if self.handoff:
             finished = []  # the items are the receiving process's to complete
+        # A take that finds nothing waits on the server, but not before the
+        # process is known to be at an end: one consumer's wait can hold up
+        # another job's consumers that wait for this process's leases there
+        # (two queues read in lockstep), and they learn that it waits only
+        # from its mark. So a first take that finds nothing answers at once;
+        # the mark is made, and the next take waits.
+        wait = process_waits()
         try:
             while True:
                 self.taking = True
@@ -127,6 +134,7 @@ class Stream:
                         self.sync,
                         self.budget and self.budget.left,
                         self.from_epoch,
+                        wait=wait,
                     )
                 finally:
                     self.taking = False
@@ -139,6 +147,10 @@ class Stream:
                     raise QueueExhausted(exhausted_message(self.name))
                 if answer.get("waiting_on") is not None:
                     mark_at_end(self, True)
+                    if not wait:
+                        wait = True
+                        continue  # marked: now wait on the server
+                wait = True
                 # Jitter keeps the idle workers at the end of a job from polling in step.
                 if self._stopped.wait((answer["retry_after"] or 0.05) * random.uniform(0.5, 1.0)):
                     raise QueueExhausted(f"work queue {self.name}: the consumer stopped")

@@ -101,10 +101,15 @@ WITH req AS (
                AND w.last_seen > now() - make_interval(secs => 2 * j.lease_timeout)
                -- Only workers reading now (a worker that reads holds a lease
                -- all but a round trip of the time): one that died, or was
-               -- fenced by a restore, finishes nothing however fast it was.
+               -- fenced by a restore, finishes nothing however fast it was;
+               -- nor does one whose consumer waits at the end of a queue
+               -- (two queues read in lockstep: it may be waiting on this one).
                AND EXISTS (SELECT FROM shardline_item AS h
                             WHERE h.job_id = %(job)s AND h.worker = w.name AND h.state = 'leased'
                               AND h.expires_at > now())
+               AND NOT EXISTS (SELECT FROM shardline_worker AS v
+                                WHERE v.job_id = %(job)s AND v.consumer = w.consumer
+                                  AND v.waiting_since IS NOT NULL)
            ) AS others ON mine.seconds_per_item IS NOT NULL
 ), reclaimed AS (
     UPDATE shardline_item AS i

@@ -49,6 +49,7 @@ def test_plain_python_consumers_end_together(sdk_env, tmp_path, shape, processes
     run_consumers(sdk_env, tmp_path, shape, processes=processes, files=files, **options)
 
 
+@pytest.mark.timeout(60 + 30 * ROUNDS)  # past the harness's own deadline, which shows every stack
 def test_two_queues_read_in_lockstep_by_each_process_end_together(sdk_env, tmp_path):
     run_consumers(sdk_env, tmp_path, "two_queues", processes=3, files=5, queues=("a", "b"))
 
