@@ -40,6 +40,7 @@ with this one).
 
 from __future__ import annotations
 
+import time
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
@@ -84,8 +85,6 @@ def loader_quota(plan: EpochPlan, loaders: int, index: int) -> int:
 
 def until_sliced(queue, timeout: float = 3600.0) -> None:
     """Waits for the job's slicing to end: only then are its records counted."""
-    import time
-
     deadline = time.monotonic() + timeout
     while queue._client.job(queue.job["id"])["state"] == "slicing":
         if time.monotonic() > deadline:

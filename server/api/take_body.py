@@ -85,6 +85,14 @@ class TakeSerializer(StrictSerializer):
     )
 
 
+def _optional_int(data: dict, name: str, low: int, high: int, expected: str, errors: dict) -> int | None:
+    """``data[name]``: null, or an integer from ``low`` to ``high`` (else an error under ``name``)."""
+    value = data.get(name)
+    if value is not None and (not _is_int(value) or not low <= value <= high):
+        errors[name] = [expected]
+    return value
+
+
 def parse_take(data) -> dict:
     """The take request's validator (TakeSerializer is its documented schema).
 
@@ -128,15 +136,10 @@ def parse_take(data) -> dict:
     sync = data.get("sync", False)
     if not isinstance(sync, bool):
         errors["sync"] = ["true or false"]
-    upto = data.get("upto_epoch")
-    if upto is not None and (not _is_int(upto) or not 0 <= upto <= MAX_EPOCHS):
-        errors["upto_epoch"] = [f"an integer from 0 to {MAX_EPOCHS}, or null"]
-    from_epoch = data.get("from_epoch")
-    if from_epoch is not None and (not _is_int(from_epoch) or not 0 <= from_epoch <= MAX_EPOCHS):
-        errors["from_epoch"] = [f"an integer from 0 to {MAX_EPOCHS}, or null"]
-    max_records = data.get("max_records")
-    if max_records is not None and (not _is_int(max_records) or not 1 <= max_records <= BIGINT_MAX):
-        errors["max_records"] = ["a positive integer, or null"]
+    epochs = f"an integer from 0 to {MAX_EPOCHS}, or null"
+    upto = _optional_int(data, "upto_epoch", 0, MAX_EPOCHS, epochs, errors)
+    from_epoch = _optional_int(data, "from_epoch", 0, MAX_EPOCHS, epochs, errors)
+    max_records = _optional_int(data, "max_records", 1, BIGINT_MAX, "a positive integer, or null", errors)
     complete = data.get("complete", [])
     completions = []
     if not isinstance(complete, list) or len(complete) > limit:
