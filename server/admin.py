@@ -72,10 +72,10 @@ class ItemHistoryAdmin(ReadOnlyAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("prefix", "user", "role", "name", "created_at", "last_used_at", "expires_at", "revoked_at")
+    list_display = ("prefix", "user", "role", "jobs", "name", "created_at", "last_used_at", "expires_at", "revoked_at")
     list_filter = ("role",)
-    readonly_fields = ("user", "role", "prefix", "key_hash", "created_at", "last_used_at")
-    fields = ("user", "role", "name", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at")
+    readonly_fields = ("user", "role", "jobs", "prefix", "key_hash", "created_at", "last_used_at")
+    fields = ("user", "role", "jobs", "name", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at")
 
     def has_add_permission(self, request):
         return False  # keys are shown once: create them with `manage.py create_token`

@@ -189,10 +189,23 @@ class Item(models.Model):
     position = models.PositiveIntegerField()
     unit_idx = models.PositiveIntegerField()
     state = models.CharField(max_length=8, choices=ItemState.choices, default=ItemState.PENDING)
-    # Fencing token of the current (or last) lease: a fresh value from a
-    # sequence on every lease, so a holder whose lease was taken back can
-    # never complete, fail or extend it.
+    # Fencing token of the current (or last) lease: 63 random bits drawn on
+    # every lease (shardline_fencing_token, migrations/0019), so a holder
+    # whose lease was taken back can never complete, fail or extend it, and
+    # nobody can guess the token of a lease they were not given.
     token = models.BigIntegerField(null=True, blank=True)
+    # The user whose token took the current (or last) lease: only that user
+    # may complete, fail, extend, release or split it (null: the server's
+    # own services). No constraint: it is written on every lease.
+    holder = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
     worker = models.TextField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     leased_at = models.DateTimeField(null=True, blank=True)
@@ -362,8 +375,11 @@ class TakeRequest(models.Model):
     statements (an epoch boundary, nothing to lease) stores its ``answer``.
     """
 
-    pk = models.CompositePrimaryKey("job", "key")
+    # Keys are the caller's: another user sending the same key is another request.
+    pk = models.CompositePrimaryKey("job", "holder", "key")
     job = models.ForeignKey(Job, on_delete=models.CASCADE, db_constraint=False)  # see Unit.job
+    # The user who sent it (0: the server's own services, for which a key is never null in the key).
+    holder = models.BigIntegerField()
     key = models.CharField(max_length=64)
     worker = models.CharField(max_length=255)
     leases = ArrayField(models.BigIntegerField(), default=list)
@@ -497,6 +513,8 @@ class ApiToken(models.Model):
     name = models.CharField(max_length=100, blank=True, default="")
     prefix = models.CharField(max_length=12, help_text="The first characters of the key, to recognise it.")
     key_hash = models.CharField(max_length=64, unique=True)
+    # Job name patterns (server/callers.py) the token is limited to; empty: every job.
+    jobs = ArrayField(models.CharField(max_length=200), default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

@@ -19,7 +19,7 @@ from ..services import splits as split_service
 from . import responses as r
 from . import serializers as s
 from . import take_body, waits
-from .permissions import IsWorker
+from .permissions import IsWorker, caller_of
 from .views import ERROR, validated
 
 
@@ -43,6 +43,7 @@ class TakeView(APIView):
     )
     def post(self, request, job_id: int):
         data = take_body.parse_take(request.data)
+        caller = caller_of(request)
         completions = [lease_service.Completion(c["id"], c["token"], c["records"]) for c in data["complete"]]
         results = []
 
@@ -60,12 +61,13 @@ class TakeView(APIView):
                     sync=data["sync"],
                     max_records=data["max_records"],
                     from_epoch=data["from_epoch"],
+                    caller=caller,
                 )
             )
             return results[-1]
 
         key = request.headers.get("Idempotency-Key")
-        response = Response(request_service.answer_once(job_id, key, completions, take, _take_answer))
+        response = Response(request_service.answer_once(job_id, key, completions, take, _take_answer, caller))
         if data["wait"] and results and results[-1].waitable:
             result = results[-1]
             wait = waits.Wait(data["wait"], job_id, result.waiting_on or 0, result.wake_by, taker=data["worker"])
@@ -114,7 +116,7 @@ class CompleteView(APIView):
     )
     def post(self, request, lease_id: int):
         data = validated(s.CompleteSerializer, request.data).validated_data
-        lease_service.complete(lease_id, data["token"], data["records"])
+        lease_service.complete(lease_id, data["token"], data["records"], caller_of(request))
         return Response({"id": lease_id, "state": "done"})
 
 
@@ -139,7 +141,7 @@ class FailView(APIView):
     )
     def post(self, request, lease_id: int):
         data = validated(s.FailSerializer, request.data).validated_data
-        return Response(lease_service.fail(lease_id, data["token"], data["error"]))
+        return Response(lease_service.fail(lease_id, data["token"], data["error"], caller_of(request)))
 
 
 class ReleaseView(APIView):
@@ -155,7 +157,7 @@ class ReleaseView(APIView):
     )
     def post(self, request, lease_id: int):
         data = validated(s.ReleaseSerializer, request.data).validated_data
-        lease_service.release(lease_id, data["token"], data["reason"])
+        lease_service.release(lease_id, data["token"], data["reason"], caller_of(request))
         return Response({"id": lease_id, "state": "pending"})
 
 
@@ -174,13 +176,14 @@ class ExtendView(APIView):
     )
     def post(self, request, lease_id: int):
         data = validated(s.TokenSerializer, request.data).validated_data
-        beat = heartbeats.extend([(lease_id, data["token"])])
-        extended, lost = beat.extended, beat.lost
-        if lost:
+        beat = heartbeats.extend([(lease_id, data["token"])], caller=caller_of(request))
+        if lease_id in beat.done:
+            raise LeaseLost(f"lease {lease_id} was completed with this token: there is nothing left to extend")
+        if lease_id not in beat.extended:
             raise LeaseLost(
                 f"lease {lease_id} is not held with token {data['token']}: it expired and was taken back, or was never yours"
             )
-        return Response({"id": lease_id, "expires_at": extended[lease_id]})
+        return Response({"id": lease_id, "expires_at": beat.extended[lease_id]})
 
 
 class ExtendManyView(APIView):
@@ -195,7 +198,10 @@ class ExtendManyView(APIView):
         data = validated(s.ExtendManySerializer, request.data).validated_data
         refs = data["leases"]
         beat = heartbeats.extend(
-            [(ref["id"], ref["token"]) for ref in refs], data["waiting"], [ref["position"] for ref in refs]
+            [(ref["id"], ref["token"]) for ref in refs],
+            data["waiting"],
+            [ref["position"] for ref in refs],
+            caller_of(request),
         )
         response = Response(
             {
@@ -225,4 +231,4 @@ class SplitView(APIView):
     )
     def post(self, request, lease_id: int):
         data = validated(s.SplitSerializer, request.data).validated_data
-        return Response(split_service.cut(lease_id, data["token"], data["at"]))
+        return Response(split_service.cut(lease_id, data["token"], data["at"], caller_of(request)))

@@ -1,19 +1,75 @@
-"""Role checks: viewer < worker < admin.
+"""Who may do what: roles (viewer < worker < admin) and a token's job scope.
 
-A request authenticated by token has the token's role; a browser session has
-its user's role.
+A request authenticated by token has the token's role, capped by its user's
+current role (services/accounts.py); a browser session has its user's role.
+A token limited to jobs (``ApiToken.jobs``) sees only those: any other job
+is not found, for every endpoint, as if it did not exist. Leases are their
+holder's: the lease statements take the caller (server/callers.py).
 """
 
+from django.db.models import Q
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
-from ..models import ROLE_RANK, ApiToken, Role
+from ..callers import Caller
+from ..errors import NotFound
+from ..models import ROLE_RANK, ApiToken, Job, Role
+from ..services import jobs as job_service
 from ..services.accounts import role_of_user
 
 
 def role_of(request) -> str | None:
     if isinstance(request.auth, ApiToken):
-        return request.auth.role
+        return request.auth.effective_role
     return role_of_user(request.user)
+
+
+def caller_of(request) -> Caller:
+    """The holder the services act for: the request's user, within its token's scope."""
+    patterns = request.auth.jobs if isinstance(request.auth, ApiToken) else None
+    return Caller.of(request.user.pk, patterns)
+
+
+def visible_job(request, job_id: int) -> Job:
+    """The job, if the caller may see it; NotFound otherwise (the same answer as a job that does not exist)."""
+    job = job_service.get_job(job_id)
+    if not caller_of(request).sees(job.name):
+        raise NotFound(f"no job with id {job_id}")
+    return job
+
+
+def visible_jobs(request, query):
+    """``query`` (of jobs) narrowed to the caller's scope, by the same expressions the lease statements match."""
+    scope = caller_of(request).scope
+    if scope is None:
+        return query
+    matches = Q()
+    for regex in scope:
+        matches |= Q(name__regex=regex)
+    return query.filter(matches)
+
+
+def check_may_create(request, name: str) -> None:
+    """A scoped token creates or attaches only jobs its patterns name."""
+    if not caller_of(request).sees(name):
+        patterns = ", ".join(request.auth.jobs)
+        raise PermissionDenied(f"this token may create or attach only jobs named {patterns}; {name!r} is not one")
+
+
+def check_may_restore(request, job: Job) -> None:
+    """A restore rolls a job back: its admins, the user who created it, and tokens scoped to it may; nobody else.
+
+    A worker token limited to a job's name family was handed out for that
+    job's training (its restarted workers restore from their checkpoints);
+    an unscoped worker token of another user was not.
+    """
+    if role_of(request) == Role.ADMIN:
+        return
+    if job.created_by_id is not None and job.created_by_id == request.user.pk:
+        return
+    if isinstance(request.auth, ApiToken) and request.auth.jobs:
+        return  # visible_job found the job in the token's scope
+    raise PermissionDenied("only an admin, the job's creator or a token scoped to the job may restore its snapshots")
 
 
 class _HasRole(BasePermission):

@@ -256,7 +256,6 @@ class RestoreResponseSerializer(serializers.Serializer):
 class HistoryEntrySerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=["completed", "leased", "restored"])
     worker = serializers.CharField(required=False, allow_null=True)
-    token = serializers.IntegerField(required=False, allow_null=True)
     leased_at = serializers.DateTimeField(required=False, allow_null=True)
     completed_at = serializers.DateTimeField(required=False, allow_null=True)
     duration = serializers.FloatField(required=False, allow_null=True)

@@ -13,14 +13,22 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .. import progress, selectors
-from ..models import JobState
+from ..models import Job, JobState
 from ..services import jobs as job_service
 from ..services import retries as retry_service
 from ..services import snapshots as snapshot_service
 from . import responses as r
 from . import serializers as s
 from .pagination import ItemCursorPagination
-from .permissions import IsAdmin, IsViewer, IsWorker
+from .permissions import (
+    IsAdmin,
+    IsViewer,
+    IsWorker,
+    check_may_create,
+    check_may_restore,
+    visible_job,
+    visible_jobs,
+)
 
 ERROR = inline_serializer(
     "Error",
@@ -48,7 +56,7 @@ class JobListCreateView(generics.ListAPIView):
         state = self.request.query_params.get("state")
         if state and state not in JobState.values:
             raise serializers.ValidationError({"state": [f"unknown state; choose one of {', '.join(JobState.values)}"]})
-        return selectors.jobs(state).select_related("created_by")
+        return visible_jobs(self.request, selectors.jobs(state)).select_related("created_by")
 
     @extend_schema(
         parameters=[OpenApiParameter("state", str, enum=JobState.values)],
@@ -69,6 +77,7 @@ class JobListCreateView(generics.ListAPIView):
     )
     def post(self, request):
         spec = validated(s.JobCreateSerializer, request.data).to_spec()
+        check_may_create(request, spec.name)
         job, created = job_service.create_or_attach(spec, request.user)
         return Response(r.JobSerializer(job).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
@@ -78,7 +87,7 @@ class JobDetailView(APIView):
 
     @extend_schema(responses={200: r.JobSerializer, 404: ERROR}, summary="One job")
     def get(self, request, job_id: int):
-        return Response(r.JobSerializer(job_service.get_job(job_id)).data)
+        return Response(r.JobSerializer(visible_job(request, job_id)).data)
 
 
 class _JobActionView(APIView):
@@ -87,6 +96,7 @@ class _JobActionView(APIView):
 
     @extend_schema(request=None, responses={200: r.JobSerializer, 404: ERROR, 409: ERROR})
     def post(self, request, job_id: int):
+        visible_job(request, job_id)
         job = getattr(job_service, self.action)(job_id, request.user)
         return Response(r.JobSerializer(job).data)
 
@@ -116,6 +126,7 @@ class RetryFailedView(APIView):
         summary="Put every failed item back to pending with fresh attempts (not for a cancelled or failed job)",
     )
     def post(self, request, job_id: int):
+        visible_job(request, job_id)
         retried = retry_service.retry_failed(job_id, request.user)
         return Response({"retried": retried, "job": r.JobSerializer(job_service.get_job(job_id)).data})
 
@@ -127,7 +138,7 @@ class WatermarksView(APIView):
         responses={200: r.WatermarksSerializer, 404: ERROR}, summary="Totals, per-epoch counts, rate and ETA"
     )
     def get(self, request, job_id: int):
-        job = job_service.get_job(job_id)
+        job = visible_job(request, job_id)
         return Response(r.WatermarksSerializer(progress.of(job).as_watermarks()).data)
 
 
@@ -141,7 +152,7 @@ class RecordsView(APIView):
     )
     def get(self, request, job_id: int):
         upto = validated(s.RecordsQuerySerializer, request.query_params).validated_data["upto_epoch"]
-        return Response(r.RecordsSerializer(selectors.epoch_records(job_service.get_job(job_id), upto)).data)
+        return Response(r.RecordsSerializer(selectors.epoch_records(visible_job(request, job_id), upto)).data)
 
 
 class ItemsView(generics.ListAPIView):
@@ -156,7 +167,7 @@ class ItemsView(generics.ListAPIView):
         return {key: data.get(key) for key in ("state", "epoch", "worker")}
 
     def get_queryset(self):
-        job = job_service.get_job(self.kwargs["job_id"])
+        job = visible_job(self.request, self.kwargs["job_id"])
         return selectors.items(job, **self._filters())
 
     @extend_schema(
@@ -177,7 +188,7 @@ class ItemsView(generics.ListAPIView):
     def get(self, request, job_id: int):
         filters = self._filters()
         if request.query_params.get("format") == "csv":
-            job = job_service.get_job(job_id)
+            job = visible_job(request, job_id)
             return _csv_response(job, filters)
         return super().get(request, job_id=job_id)
 
@@ -209,10 +220,11 @@ class WorkersView(generics.ListAPIView):
     def get_queryset(self):
         job_id = self.request.query_params.get("job")
         if job_id is None:
-            return selectors.workers()
-        if not job_id.isdigit():
+            return selectors.workers().filter(job__in=visible_jobs(self.request, Job.objects.all()))
+        # Digits only, in ASCII: str.isdigit() also takes '²', which int() refuses.
+        if not (job_id.isascii() and job_id.isdigit()) or len(job_id) > 18:
             raise serializers.ValidationError({"job": ["expected a job id"]})
-        return selectors.workers(job_service.get_job(int(job_id)))
+        return selectors.workers(visible_job(self.request, int(job_id)))
 
     @extend_schema(
         parameters=[OpenApiParameter("job", int)], summary="Workers seen, with items done and mean item time"
@@ -231,6 +243,7 @@ class SnapshotCreateView(APIView):
     )
     def post(self, request, job_id: int):
         data = validated(s.SnapshotCreateSerializer, request.data).validated_data
+        visible_job(request, job_id)
         snapshot = snapshot_service.take(job_id, data["worker"])
         return Response(r.SnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
 
@@ -250,6 +263,7 @@ class SnapshotRestoreView(APIView):
     )
     def post(self, request, job_id: int, snapshot_id: int):
         data = validated(s.RestoreSerializer, request.data).validated_data
+        check_may_restore(request, visible_job(request, job_id))
         result = snapshot_service.restore(job_id, snapshot_id, generation=data["generation"], worker=data["worker"])
         return Response(r.RestoreResponseSerializer(asdict(result)).data)
 
@@ -262,4 +276,5 @@ class ItemHistoryView(APIView):
         summary="An item's history: completions and leases rolled back by restores, the restores, and its current lease",
     )
     def get(self, request, job_id: int, item_id: int):
+        visible_job(request, job_id)
         return Response(r.ItemHistorySerializer(snapshot_service.item_history(job_id, item_id)).data)

@@ -2,7 +2,10 @@
 
 A user's role is one of the groups ``viewer``, ``worker``, ``admin``
 (superusers are admins). An API token carries its own role, at most its
-user's, so an admin can hand a training cluster a token that can only lease.
+user's, so an admin can hand a training cluster a token that can only lease;
+a user demoted later takes the role of its tokens down with it (the token's
+``effective_role``, checked whenever the token cache refreshes). A token may
+also be limited to jobs by name patterns (server/callers.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ..callers import check_patterns
 from ..errors import InvalidInput, NotFound
 from ..models import ROLE_RANK, ApiToken, Role
 
@@ -65,8 +69,24 @@ def ensure_user(username: str, role: str):
     return user, created
 
 
-def create_token(user, role: str, name: str = "", expires_in_days: int | None = None) -> tuple[ApiToken, str]:
-    """Creates an API token; returns (token, key). The key exists only in this return value."""
+def capped_role(token_role: str, user_role: str | None) -> str | None:
+    """The lower of a token's role and its user's role now (None: the user has none)."""
+    if user_role is None:
+        return None
+    return min(token_role, user_role, key=lambda role: ROLE_RANK[Role(role)])
+
+
+def create_token(
+    user, role: str, name: str = "", expires_in_days: int | None = None, jobs: list[str] | None = None
+) -> tuple[ApiToken, str]:
+    """Creates an API token, limited to the jobs named by ``jobs`` patterns if given; returns (token, key).
+
+    The key exists only in this return value.
+    """
+    try:
+        jobs = check_patterns(jobs or [])
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
     if role not in Role.values:
         raise InvalidInput(f"unknown role {role!r}; choose one of {', '.join(Role.values)}")
     user_role = role_of_user(user)
@@ -77,7 +97,13 @@ def create_token(user, role: str, name: str = "", expires_in_days: int | None = 
     key = KEY_PREFIX + secrets.token_urlsafe(30)
     expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
     token = ApiToken.objects.create(
-        user=user, role=role, name=name, prefix=key[:STORED_PREFIX], key_hash=hash_key(key), expires_at=expires_at
+        user=user,
+        role=role,
+        name=name,
+        prefix=key[:STORED_PREFIX],
+        key_hash=hash_key(key),
+        expires_at=expires_at,
+        jobs=jobs,
     )
     log.info("api token created", extra={"event": "token_created", "user": user.get_username(), "state": role})
     return token, key
@@ -152,6 +178,8 @@ def authenticate_key(key: str) -> ApiToken | None:
         if token is None or token.revoked_at is not None or not token.user.is_active:
             _cache.pop(digest, None)
             return None
+        # Not a field: what the token may do now, were its user demoted since it was made.
+        token.effective_role = capped_role(token.role, role_of_user(token.user))
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
             token.last_used_at = now

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from .. import metrics, sql
+from ..callers import SERVER, Caller
 from . import splits
 
 log = logging.getLogger("shardline.leases")
@@ -44,9 +45,12 @@ class Heartbeat:
 
 
 def extend(
-    pairs: list[tuple[int, int]], waiting: bool | None = None, positions: list[int | None] | None = None
+    pairs: list[tuple[int, int]],
+    waiting: bool | None = None,
+    positions: list[int | None] | None = None,
+    caller: Caller = SERVER,
 ) -> Heartbeat:
-    """Heartbeat for (lease id, token) pairs, with the holder's reading position in each where it has one.
+    """Heartbeat for (lease id, token) pairs of ``caller``'s leases, with the reading position in each where it has one.
 
     ``waiting``: whether the holder's process waits at the end of a queue
     (None leaves the mark as it is).
@@ -59,6 +63,7 @@ def extend(
                 "tokens": [p[1] for p in pairs],
                 "positions": positions or [None] * len(pairs),
                 "waiting": waiting,
+                **caller.sql,
             },
         )
     extended = {row.id: row.expires_at for row in rows if row.requested}
@@ -69,7 +74,10 @@ def extend(
         # waited on the server, or a consumer that completes what its loaders
         # read): nothing to extend, and nothing lost.
         done = {
-            row.id for row in sql.run("already_done", {"ids": [p[0] for p in lost], "tokens": [p[1] for p in lost]})
+            row.id
+            for row in sql.run(
+                "already_done", {"ids": [p[0] for p in lost], "tokens": [p[1] for p in lost], **caller.sql}
+            )
         }
         lost = [pair for pair in lost if pair[0] not in done]
     lost = [lease_id for lease_id, _token in lost]

@@ -14,6 +14,7 @@ from datetime import datetime
 from django.db import transaction
 
 from .. import metrics, sql
+from ..callers import SERVER, Caller
 from ..errors import JobCancelled, JobFailed, LeaseLost, NotFound
 from ..models import JobState
 from . import jobs, splits, units
@@ -110,8 +111,12 @@ def take(
     sync: bool = False,
     max_records: int | None = None,
     from_epoch: int | None = None,
+    caller: Caller = SERVER,
 ) -> TakeResult:
     """Completes the caller's finished leases, then leases up to ``count`` items.
+
+    ``caller``: whose leases these become (and whose completions count), and
+    the jobs it may see: a job out of its scope is not found.
 
     ``consumer`` names the process that uses what ``worker`` reads (default:
     the worker itself); see at_end.sql for why the server needs to know.
@@ -134,15 +139,19 @@ def take(
     """
     if max_records is not None:
         with transaction.atomic():
-            result = take(job_id, worker, count, completions, consumer, key, tracks, upto, sync, from_epoch=from_epoch)
-            result.leases = [splits.trim(lease, max_records) for lease in result.leases]
+            result = take(
+                job_id, worker, count, completions, consumer, key, tracks, upto, sync, None, from_epoch, caller
+            )
+            result.leases = [splits.trim(lease, max_records, caller) for lease in result.leases]
             return result
     consumer = consumer or worker
     with metrics.timed("take"):
         scope = (upto, sync, from_epoch)
-        job, leases, reclaimed, completed = _take_once(job_id, worker, consumer, count, tracks, completions, key, scope)
+        job, leases, reclaimed, completed = _take_once(
+            job_id, worker, consumer, count, tracks, caller, completions, key, scope
+        )
         deferred = job["deferred"]
-        lost = _lost(completions, completed) if len(completed) < len(completions) else []
+        lost = _lost(completions, completed, caller) if len(completed) < len(completions) else []
         metrics.LEASE_ITEMS.labels("complete").inc(len(completed))
         result = TakeResult(
             leases=leases, exhausted=False, retry_after=None, completed=completed, lost=lost, whole=len(leases) == count
@@ -153,14 +162,14 @@ def take(
             return _not_active(job_id, state, result)
 
         if len(leases) < count and reclaimed and not deferred:
-            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks, scope=scope)[1]
+            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks, caller, scope=scope)[1]
         epoch = job["epochs_materialised"]
         last = job["num_epochs"] if upto is None else min(job["num_epochs"], upto + 1)
         while len(leases) < count and epoch < last and not deferred:
             if not units.materialise_epoch(job_id, epoch):
                 break  # another taker holds the job row: it is creating this epoch
             epoch += 1
-            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks, scope=scope)[1]
+            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks, caller, scope=scope)[1]
 
         if leases:
             if state == JobState.READY:
@@ -200,6 +209,7 @@ def _take_once(
     consumer: str,
     count: int,
     tracks: bool,
+    caller: Caller,
     completions=(),
     key: str | None = None,
     scope: tuple = (None, False, None),
@@ -226,6 +236,7 @@ def _take_once(
             "upto": upto,
             "sync": sync,
             "from": from_epoch,
+            **caller.sql,
         },
     )
     if not rows:
@@ -243,11 +254,11 @@ def _take_once(
     return job, leases, first.reclaimed, list(first.completed)
 
 
-def answer_again(job_id: int, key: str, completions: list[Completion]) -> TakeResult:
+def answer_again(job_id: int, key: str, completions: list[Completion], caller: Caller = SERVER) -> TakeResult:
     """A repeat's answer, from the request's record: its leases still held, and its completions as accepted."""
-    leases = [Lease.from_row(row) for row in sql.run("recorded_leases", {"job": job_id, "key": key})]
+    leases = [Lease.from_row(row) for row in sql.run("recorded_leases", {"job": job_id, "key": key, **caller.sql})]
     completed: list[int] = []
-    lost = _lost(completions, completed) if completions else []
+    lost = _lost(completions, completed, caller) if completions else []
     retry_after = None if leases else RETRY_PENDING_LOCKED
     return TakeResult(leases=leases, exhausted=False, retry_after=retry_after, completed=completed, lost=lost)
 
@@ -296,13 +307,13 @@ def _nothing_leased(
             sql.run("stop_waiting", {"job": job_id, "worker": worker})
 
 
-def _lost(completions, completed: list[int]) -> list[int]:
+def _lost(completions, completed: list[int], caller: Caller) -> list[int]:
     """The completions not accepted, less those accepted earlier with the same token (a retried request)."""
     accepted = set(completed)
     missing = [c for c in completions if c.id not in accepted]
     if not missing:
         return []
-    rows = sql.run("already_done", {"ids": [c.id for c in missing], "tokens": [c.token for c in missing]})
+    rows = sql.run("already_done", {"ids": [c.id for c in missing], "tokens": [c.token for c in missing], **caller.sql})
     repeated = {row.id for row in rows}
     completed += [c.id for c in missing if c.id in repeated]
     lost = [c.id for c in missing if c.id not in repeated]
@@ -313,7 +324,7 @@ def _lost(completions, completed: list[int]) -> list[int]:
     return lost
 
 
-def _complete(completions) -> tuple[list[int], list[int], set[int]]:
+def _complete(completions, caller: Caller) -> tuple[list[int], list[int], set[int]]:
     """(completed ids, lost ids, jobs whose items were completed)."""
     rows = sql.run(
         "complete",
@@ -321,17 +332,18 @@ def _complete(completions) -> tuple[list[int], list[int], set[int]]:
             "ids": [c.id for c in completions],
             "tokens": [c.token for c in completions],
             "records": [c.records for c in completions],
+            **caller.sql,
         },
     )
     completed = [row.id for row in rows]
-    lost = _lost(completions, completed)
+    lost = _lost(completions, completed, caller)
     metrics.LEASE_ITEMS.labels("complete").inc(len(completed))
     return completed, lost, {row.job_id for row in rows}
 
 
-def complete(lease_id: int, token: int, records: int | None = None) -> None:
+def complete(lease_id: int, token: int, records: int | None = None, caller: Caller = SERVER) -> None:
     with metrics.timed("complete"):
-        completed, lost, job_ids = _complete([Completion(lease_id, token, records)])
+        completed, lost, job_ids = _complete([Completion(lease_id, token, records)], caller)
         for job_id in job_ids:
             jobs.finish_if_done(job_id)
     if lost:
@@ -340,20 +352,20 @@ def complete(lease_id: int, token: int, records: int | None = None) -> None:
         )
 
 
-def release(lease_id: int, token: int, reason: str) -> None:
+def release(lease_id: int, token: int, reason: str, caller: Caller = SERVER) -> None:
     """Gives an item back unread without using an attempt (a synchronous rank's epoch stopped before it)."""
     with metrics.timed("release"):
-        rows = sql.run("release", {"id": lease_id, "token": token, "reason": reason})
+        rows = sql.run("release", {"id": lease_id, "token": token, "reason": reason, **caller.sql})
     if not rows:
         raise LeaseLost(
             f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
         )
 
 
-def fail(lease_id: int, token: int, error: str) -> dict:
+def fail(lease_id: int, token: int, error: str, caller: Caller = SERVER) -> dict:
     """Gives an item back with an error; returns its new state and attempts."""
     with metrics.timed("fail"):
-        rows = sql.run("fail", {"id": lease_id, "token": token, "error": error})
+        rows = sql.run("fail", {"id": lease_id, "token": token, "error": error, **caller.sql})
         row = rows[0] if rows else None
     if row is None:
         log.warning("failure refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "fail"})

@@ -33,6 +33,7 @@ from django.db import IntegrityError, connection, transaction
 from rest_framework.utils.encoders import JSONEncoder
 
 from .. import sql
+from ..callers import SERVER, Caller
 from ..errors import InvalidInput, RequestInProgress, ShardlineError
 from . import leases
 
@@ -54,8 +55,11 @@ def answer_once(
     completions: list[leases.Completion],
     take: Callable[[str | None], leases.TakeResult],
     render: Callable[[leases.TakeResult], dict],
+    caller: Caller = SERVER,
 ) -> dict:
     """``render(take(key))`` for the first request with ``key`` on the job; the first's answer for its repeats.
+
+    Keys are ``caller``'s own: the same key from another user is another request.
 
     A take that raises a domain error (the job was cancelled) keeps what it
     did before raising (the completions it carried) and drops its record: a
@@ -72,22 +76,23 @@ def answer_once(
     except IntegrityError as exc:
         if getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) != _RECORD_KEY:
             raise
-        return _answer_again(job_id, key, completions, render)
+        return _answer_again(job_id, key, completions, render, caller)
     except ShardlineError:
-        sql.run("release_request", {"job": job_id, "key": key})
+        sql.run("release_request", {"job": job_id, "key": key, **caller.sql})
         raise
     body = render(result)
     if not result.leases:
         # Nothing to strand: a repeat may run as a new take (and must, when
         # the server waited and takes again under the same key).
-        sql.run("release_request", {"job": job_id, "key": key})
+        sql.run("release_request", {"job": job_id, "key": key, **caller.sql})
     elif not result.whole:
-        sql.run("answer_request", {"job": job_id, "key": key, "answer": json.dumps(body, cls=JSONEncoder)})
+        answer = json.dumps(body, cls=JSONEncoder)
+        sql.run("answer_request", {"job": job_id, "key": key, "answer": answer, **caller.sql})
     return body
 
 
-def _answer_again(job_id: int, key: str, completions, render) -> dict:
-    rows = sql.run("stored_request", {"job": job_id, "key": key})
+def _answer_again(job_id: int, key: str, completions, render, caller: Caller) -> dict:
+    rows = sql.run("stored_request", {"job": job_id, "key": key, **caller.sql})
     if not rows:
         # The first raised (its record was dropped) between our statement and this one.
         raise RequestInProgress("the first request with this Idempotency-Key has just failed; retry it")
@@ -96,4 +101,4 @@ def _answer_again(job_id: int, key: str, completions, render) -> dict:
         return json.loads(record.answer) if isinstance(record.answer, str) else record.answer
     if not record.whole and record.answering and record.age < IN_PROGRESS_SECONDS:
         raise RequestInProgress("the first request with this Idempotency-Key is still being answered; retry shortly")
-    return render(leases.answer_again(job_id, key, completions))
+    return render(leases.answer_again(job_id, key, completions, caller))

@@ -206,7 +206,6 @@ def _attempt(state: str, row, *, rolled_back_by: int | None) -> dict:
     return {
         "kind": "completed" if state == "done" else "leased",
         "worker": row.worker,
-        "token": row.token,
         "leased_at": row.leased_at,
         "completed_at": row.completed_at,
         "duration": row.duration,

@@ -44,6 +44,7 @@ from django.conf import settings
 from worker_sdk import formats
 
 from .. import metrics, sql
+from ..callers import SERVER, Caller
 from ..errors import InvalidInput, LeaseLost
 
 log = logging.getLogger("shardline.splits")
@@ -88,20 +89,20 @@ def heartbeat_in(rows) -> float | None:
     return TAIL_HEARTBEAT if any(row.tail for row in ranged) else RANGE_HEARTBEAT
 
 
-def trim(lease, records: int):
+def trim(lease, records: int, caller: Caller = SERVER):
     """``lease`` with at most ``records`` records: a longer range is cut there, and its rest is a new pending item."""
     if lease.start is None or lease.end is None or lease.end - lease.start <= records:
         return lease
     at = lease.start + records
-    cut(lease.id, lease.token, at)
+    cut(lease.id, lease.token, at, caller)
     path, forced = formats.split_format(lease.item)
     return replace(lease, end=at, item=formats.slice_item(formats.parse(path).path, lease.start, at, forced))
 
 
-def cut(lease_id: int, token: int, at: int) -> dict:
+def cut(lease_id: int, token: int, at: int, caller: Caller = SERVER) -> dict:
     """The holder of ``lease_id`` stops at record ``at``: below its end, the rest becomes a new item."""
     with metrics.timed("split"):
-        rows = sql.run("cut", {"id": lease_id, "token": token, "at": at, "floor": floor()})
+        rows = sql.run("cut", {"id": lease_id, "token": token, "at": at, "floor": floor(), **caller.sql})
         if not rows:
             raise LeaseLost(
                 f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"

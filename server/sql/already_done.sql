@@ -4,4 +4,5 @@
 SELECT i.id
   FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS r(id, token)
   JOIN shardline_item AS i ON i.id = r.id
- WHERE i.state = 'done' AND i.token = r.token;
+ WHERE i.state = 'done' AND i.token = r.token
+   AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint AND shardline_job_in_scope(i.job_id, %(scope)s::text[]);

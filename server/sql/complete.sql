@@ -1,6 +1,7 @@
 -- complete: mark leases done. Each row is guarded by (state = 'leased',
--- token): a lease that was taken back (or a token that never held it) matches
--- nothing, so nothing is ever counted twice. The caller reports the ids that
+-- token, holder, scope): a lease that was taken back (or a token that never
+-- held it, or another user's) matches nothing, so nothing is ever counted
+-- twice, and nobody completes a lease they do not hold. The caller reports the ids that
 -- did not match as lost, after checking for repeats of an accepted completion.
 --
 -- A lease past its expiry that nobody reclaimed yet still completes: its
@@ -20,6 +21,7 @@ WITH req AS (
            seq = nextval('shardline_completion_seq')
       FROM req AS r
      WHERE i.id = r.id AND i.state = 'leased' AND i.token = r.token
+       AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint AND shardline_job_in_scope(i.job_id, %(scope)s::text[])
  RETURNING i.id, i.job_id
 )
 SELECT id, job_id FROM done;

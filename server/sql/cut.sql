@@ -34,6 +34,7 @@ WITH target AS (
       FROM shardline_item AS i
       JOIN shardline_unit AS u ON u.job_id = i.job_id AND u.idx = i.unit_idx
      WHERE i.id = %(id)s AND i.token = %(token)s AND i.state = 'leased'
+       AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint AND shardline_job_in_scope(i.job_id, %(scope)s::text[])
        FOR UPDATE OF i
 ), again AS (
     SELECT r.id

@@ -11,6 +11,8 @@ WITH failed AS (
            expires_at = NULL
       FROM shardline_job AS j
      WHERE i.id = %(id)s AND i.state = 'leased' AND i.token = %(token)s AND j.id = i.job_id
+       AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint
+       AND (%(scope)s::text[] IS NULL OR j.name ~ ANY (%(scope)s::text[]))
  RETURNING i.id, i.job_id, i.state, i.worker, i.attempts, j.max_attempts
 ), events AS (
     INSERT INTO shardline_event (job_id, item_id, kind, worker, message, at)

@@ -11,5 +11,5 @@ SELECT i.id, i.token, shardline_item_name(u.item, i.range_start, i.range_end) AS
                        FROM shardline_unit
                       WHERE job_id = %(job)s AND idx = i.unit_idx
                       LIMIT 1) AS u ON true
- WHERE r.job_id = %(job)s AND r.key = %(key)s
+ WHERE r.job_id = %(job)s AND r.holder = coalesce(%(holder)s::bigint, 0) AND r.key = %(key)s
  ORDER BY i.epoch, i.position;

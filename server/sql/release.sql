@@ -10,6 +10,7 @@ WITH released AS (
            attempts = greatest(i.attempts - 1, 0),
            expires_at = NULL
      WHERE i.id = %(id)s AND i.state = 'leased' AND i.token = %(token)s
+       AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint AND shardline_job_in_scope(i.job_id, %(scope)s::text[])
  RETURNING i.id, i.job_id, i.worker
 ), events AS (
     INSERT INTO shardline_event (job_id, item_id, kind, worker, message, at)

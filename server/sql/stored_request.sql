@@ -9,4 +9,4 @@ SELECT r.whole, r.answer, extract(epoch FROM now() - r.created_at) AS age,
        EXISTS (SELECT FROM pg_stat_activity AS a
                 WHERE a.pid = r.backend AND coalesce(a.backend_start <= r.created_at, true)) AS answering
   FROM shardline_take_request AS r
- WHERE r.job_id = %(job)s AND r.key = %(key)s;
+ WHERE r.job_id = %(job)s AND r.holder = coalesce(%(holder)s::bigint, 0) AND r.key = %(key)s;

@@ -4,11 +4,15 @@
 -- One statement: one round trip and one commit per request, which in steady
 -- state is one per item. No read-then-write anywhere:
 --   done       the completions the request carries (ids, tokens, records),
---              each guarded by (state = 'leased', token) exactly as in
---              complete.sql; the ids it returns are the accepted ones.
---   job        the job's state and lease settings; items are picked only
---              while it is ready or running (paused, cancelled... hand out
---              nothing), and the caller learns the state from the result.
+--              each guarded by (state = 'leased', token, holder, scope)
+--              exactly as in complete.sql; the ids it returns are the
+--              accepted ones.
+--   job        the job's state and lease settings, if the caller's scope
+--              (%(scope)s, null: every job) lets it see the job; out of
+--              scope it is not found, as a job that does not exist. Items
+--              are picked only while it is ready or running (paused,
+--              cancelled... hand out nothing), and the caller learns the
+--              state from the result.
 --   reclaimed  leases that expired go back to `pending`, or to `failed` once
 --              they used max_attempts. SKIP LOCKED: two takers never reclaim
 --              the same row and never wait on each other. CTEs share one
@@ -24,9 +28,11 @@
 --   picked     the first pending items in (epoch, position) order, read from
 --              the partial index item_pending; SKIP LOCKED hands concurrent
 --              takers disjoint rows, so no item ever has two live leases.
---   leased     each picked row gets a fresh fencing token from a sequence,
---              and forgets the last lease's reading position and split
---              request (services/splits.py); its record range stays.
+--   leased     each picked row gets a fresh random fencing token
+--              (shardline_fencing_token, migrations/0019) and its holder,
+--              the caller's user (%(holder)s), and forgets the last lease's
+--              reading position and split request (services/splits.py);
+--              its record range stays.
 --   events     the audit trail of expired leases.
 --   seen       the worker's last_seen, its consumer, and whether it waits.
 --   claimed    with an Idempotency-Key (%(key)s, else NULL): the request's
@@ -60,11 +66,12 @@ WITH req AS (
            seq = nextval('shardline_completion_seq')
       FROM req AS r
      WHERE i.id = r.id AND i.job_id = %(job)s AND i.state = 'leased' AND i.token = r.token
+       AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint AND shardline_job_in_scope(i.job_id, %(scope)s::text[])
  RETURNING i.id, i.duration
 ), job AS (
     SELECT id, state, lease_timeout, max_attempts, num_epochs, epochs_materialised, units_count
       FROM shardline_job
-     WHERE id = %(job)s
+     WHERE id = %(job)s AND (%(scope)s::text[] IS NULL OR name ~ ANY (%(scope)s::text[]))
 ), remaining AS (
     SELECT coalesce(sum(c.pending), 0) + (SELECT units_count * (num_epochs - epochs_materialised) FROM job) AS items
       FROM shardline_counter AS c
@@ -123,6 +130,7 @@ WITH req AS (
                -- (as a standalone complete would be); and two modifications
                -- of one row in one statement would leave only one in effect.
                AND id NOT IN (SELECT id FROM req)
+               AND EXISTS (SELECT FROM job)
              ORDER BY expires_at
              LIMIT 100
                FOR UPDATE SKIP LOCKED) AS expired
@@ -142,7 +150,8 @@ WITH req AS (
 ), leased AS (
     UPDATE shardline_item AS i
        SET state = 'leased',
-           token = nextval('shardline_token_seq'),
+           token = shardline_fencing_token(),
+           holder_id = %(holder)s::bigint,
            worker = %(worker)s,
            attempts = i.attempts + 1,
            leased_at = now(),
@@ -188,10 +197,11 @@ WITH req AS (
 ), dropped AS (
     DELETE FROM shardline_take_request
      WHERE %(key)s::text IS NOT NULL AND job_id = %(job)s AND worker = %(worker)s
+       AND holder = coalesce(%(holder)s::bigint, 0)
        AND created_at < now() - make_interval(secs => %(ttl)s)
 ), claimed AS (
-    INSERT INTO shardline_take_request (job_id, key, worker, leases, tokens, whole, created_at, backend)
-    SELECT j.id, %(key)s, %(worker)s,
+    INSERT INTO shardline_take_request (job_id, holder, key, worker, leases, tokens, whole, created_at, backend)
+    SELECT j.id, coalesce(%(holder)s::bigint, 0), %(key)s, %(worker)s,
            coalesce((SELECT array_agg(id ORDER BY epoch, position) FROM leased), '{}'),
            coalesce((SELECT array_agg(token ORDER BY epoch, position) FROM leased), '{}'),
            (SELECT count(*) FROM leased) = %(count)s,

@@ -3,7 +3,7 @@
 import pytest
 from django.db import connection
 
-from server.models import Item, TakeRequest
+from server.models import Item, Job, TakeRequest
 
 from .helpers import create_job
 
@@ -61,9 +61,11 @@ def test_a_repeat_of_a_take_still_being_answered_is_told_to_retry(worker_client,
 
     job = create_job(worker_client, job_name, ["/a", "/b"])
     # What a take in the middle of its statements leaves: a record, no answer
-    # yet, and its session (this test's own, alive) still answering it.
+    # yet, and its session (this test's own, alive) still answering it. The
+    # key is the worker's (the user who created the job).
+    holder = Job.objects.get(pk=job["id"]).created_by_id
     TakeRequest.objects.create(
-        job_id=job["id"], key="k-busy", worker="w1", whole=False, created_at=_now(), backend=_backend()
+        job_id=job["id"], holder=holder, key="k-busy", worker="w1", whole=False, created_at=_now(), backend=_backend()
     )
     busy = post_take(worker_client, job["id"], "k-busy")
     assert busy.status_code == 503 and busy.json()["error"] == "request_in_progress"
@@ -112,11 +114,13 @@ def test_old_keys_of_a_worker_are_dropped_by_its_next_take(worker_client, job_na
     from datetime import timedelta
 
     job = create_job(worker_client, job_name, ["/a", "/b", "/c"])
+    holder = Job.objects.get(pk=job["id"]).created_by_id
+    an_hour_ago = _now() - timedelta(hours=1)
     TakeRequest.objects.create(
-        job_id=job["id"], key="k-old", worker="w1", answer={}, created_at=_now() - timedelta(hours=1)
+        job_id=job["id"], holder=holder, key="k-old", worker="w1", answer={}, created_at=an_hour_ago
     )
     TakeRequest.objects.create(
-        job_id=job["id"], key="k-other", worker="w2", answer={}, created_at=_now() - timedelta(hours=1)
+        job_id=job["id"], holder=holder, key="k-other", worker="w2", answer={}, created_at=an_hour_ago
     )
     post_take(worker_client, job["id"], "k-new")
     assert set(TakeRequest.objects.filter(job_id=job["id"]).values_list("key", flat=True)) == {"k-other", "k-new"}
