@@ -89,7 +89,13 @@ def postgres_table(rows: int) -> str:
             )
             connection.execute(f"VACUUM ANALYZE {table}")
             print(f"  (made {table} in {time.perf_counter() - began:.0f} s)")
-    return f"{url}{'&' if '?' in url else '?'}table={table}"
+    # The benchmark's tables live in the server's own database: a connection
+    # that says so (allow_own_database), for the slicer and the readers alike.
+    from server.conf import env_pg_connections
+
+    os.environ["SHARDLINE_PG_CONNECTION_BENCH"] = f"{url}{'&' if '?' in url else '?'}allow_own_database=1"
+    settings.SHARDLINE_PG_CONNECTIONS = env_pg_connections()
+    return f"postgresql://bench?table={table}"
 
 
 def table_rows(kind: str, args) -> None:
@@ -106,7 +112,7 @@ def table_rows(kind: str, args) -> None:
         label = f"{args.lake_rows:,} rows in {args.lake_files} files"
 
     def slice_table():
-        works, pinned = tables.expand(work, [])
+        works, pinned = tables.expand(work, None)  # None: any file (the benchmark's own)
         try:
             return plan(works, args.slices), pinned
         finally:

@@ -1,6 +1,7 @@
-"""System checks that need the database (run by `migrate`, and by `check --database default`)."""
+"""System checks (run by `migrate`, and by `check`; the database ones by `check --database default`)."""
 
-from django.core.checks import Tags, Warning, register
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
 from django.db import connections
 from django.db.utils import DatabaseError
 
@@ -29,4 +30,24 @@ def autovacuum_is_on(app_configs=None, databases=None, **kwargs):
             "(README, Operating). Set autovacuum = on in postgresql.conf.",
             id="shardline.W001",
         )
+    ]
+
+
+@register()
+def table_connections_spare_the_own_database(app_configs=None, **kwargs):
+    # A worker token creates jobs: a connection to the server's own database
+    # would let it read sessions and users through table works (README,
+    # "What the server reads"). By address here; by identity when slicing.
+    from .conf import ALLOW_OWN_DATABASE, PG_CONNECTION_PREFIX
+    from .data_policy import reaches_own_database
+
+    return [
+        Error(
+            f"the Postgres connection {name!r} reaches the server's own database",
+            hint=f"Point {PG_CONNECTION_PREFIX}{name.upper()} at another database, or, if its tables are meant to be "
+            f"read by every holder of a worker token, add {ALLOW_OWN_DATABASE}=1 to its URL.",
+            id="shardline.E010",
+        )
+        for name, definition in settings.SHARDLINE_PG_CONNECTIONS.items()
+        if not definition[ALLOW_OWN_DATABASE] and reaches_own_database(definition["params"])
     ]

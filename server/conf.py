@@ -8,7 +8,8 @@ traceback from deep inside Django.
 from __future__ import annotations
 
 import os
-from urllib.parse import parse_qs, unquote, urlsplit
+import re
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 
 class SettingError(ValueError):
@@ -79,3 +80,47 @@ def parse_database_url(url: str) -> dict:
         "PORT": str(parts.port or ""),
         "OPTIONS": options,
     }
+
+
+PG_CONNECTION_PREFIX = "SHARDLINE_PG_CONNECTION_"
+# Set in a connection's URL, read by Shardline and removed before libpq sees it.
+ALLOW_OWN_DATABASE = "allow_own_database"
+_CONNECTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
+
+
+def env_pg_connections(environ=None) -> dict[str, dict]:
+    """The named Postgres connections table works may use, from ``SHARDLINE_PG_CONNECTION_<NAME>`` variables.
+
+    Each value is a libpq URL with its own credentials
+    (``postgresql://slicer:secret@db.internal:5432/warehouse?sslmode=require``);
+    ``allow_own_database=1`` in it lets it reach the server's own database.
+    Returns ``{name: {"params": libpq keywords, "allow_own_database": bool}}``
+    with the name lower-cased (works spell it ``postgresql://name?table=...``).
+    The keywords keep ``password`` under its own key, so Django's error
+    reports hide it as they hide any setting named like a secret.
+    """
+    from psycopg import conninfo
+
+    found = {}
+    for variable, value in sorted((environ if environ is not None else os.environ).items()):
+        if not variable.startswith(PG_CONNECTION_PREFIX):
+            continue
+        name = variable[len(PG_CONNECTION_PREFIX) :].lower()
+        if not _CONNECTION_NAME.fullmatch(name):
+            raise SettingError(f"{variable}: a connection name is a letter then letters, digits or '_'")
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("postgres", "postgresql"):
+            raise SettingError(f"{variable} must be a postgresql:// URL (with the user and password to slice with)")
+        query = parse_qs(parts.query, keep_blank_values=True)
+        flag = query.pop(ALLOW_OWN_DATABASE, ["0"])[-1].strip().lower()
+        if flag not in _TRUE | _FALSE:
+            raise SettingError(f"{variable}: {ALLOW_OWN_DATABASE}={flag!r} is not a boolean")
+        rest = "&".join(f"{quote(k)}={quote(v)}" for k, vs in query.items() for v in vs)
+        try:
+            params = conninfo.conninfo_to_dict(parts._replace(query=rest).geturl())
+        except Exception as exc:  # libpq's parse error names the part, never a secret's value
+            raise SettingError(f"{variable} is not a valid libpq URL ({type(exc).__name__})") from None
+        if not params.get("dbname"):
+            raise SettingError(f"{variable} must name its database: postgresql://user:password@host:port/DATABASE")
+        found[name] = {"params": params, ALLOW_OWN_DATABASE: flag in _TRUE}
+    return found

@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 
 from . import embedded_pg
-from .conf import SettingError, env_bool, env_int, env_list, env_str, parse_database_url
+from .conf import SettingError, env_bool, env_int, env_list, env_pg_connections, env_str, parse_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -67,6 +67,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "server.middleware.DatabaseUnavailableMiddleware",
+    "server.clock.ServiceClockMiddleware",
 ]
 
 ROOT_URLCONF = "server.urls"
@@ -167,9 +168,12 @@ SHARDLINE_TOKEN_CACHE_SECONDS = env_int("SHARDLINE_TOKEN_CACHE_SECONDS", 10, min
 SHARDLINE_PREPARED_STATEMENTS = env_bool("SHARDLINE_PREPARED_STATEMENTS", True)
 
 # Where the slicer may read works from: comma-separated local directories
-# and/or URL prefixes (s3://bucket/data/). Unset: anything the server's user
-# can read; deployments should set it (docker-compose: /data).
+# and/or URL prefixes (s3://bucket/data/). Unset: the server reads no file
+# (with DEBUG: any file, with a warning); docker-compose sets /data.
 SHARDLINE_DATA_ROOTS = env_list("SHARDLINE_DATA_ROOTS", [])
+# The Postgres databases table works may name (postgresql://NAME?table=...),
+# one SHARDLINE_PG_CONNECTION_<NAME> URL each, with its own credentials.
+SHARDLINE_PG_CONNECTIONS = env_pg_connections()
 
 # Login form: after this many failed logins for one username from one address
 # within the window, that pair is refused until the window ends.

@@ -54,15 +54,16 @@ class Work:
     columns: dict | None = None
 
 
-def outside_roots(path: str, roots: list[str]) -> bool:
+def outside_roots(path: str, roots: list[str] | None) -> bool:
     """Whether ``path`` (a local path, ``file://`` or another URL) lies outside every root.
 
     Local paths are compared after resolving ``..`` and symlinks (both the
     path's and the roots'), so neither a ``../`` nor a link inside a root
-    leads out of it. URLs are compared after collapsing ``..`` segments. An
-    empty ``roots`` allows everything.
+    leads out of it. URLs are compared after collapsing ``..`` segments.
+    ``None`` allows everything (DEBUG without roots, server/data_policy.py);
+    an empty list allows nothing.
     """
-    if not roots:
+    if roots is None:
         return False
     local = _local_path(path)
     for root in roots:
@@ -104,11 +105,19 @@ def _normal_url(url: str) -> str | None:
     return f"{scheme.lower()}://{host}/" + "/".join(parts)
 
 
-def check_roots(path: str, roots: list[str]) -> None:
-    if outside_roots(path, roots):
+def check_roots(path: str, roots: list[str] | None) -> None:
+    """SourceError unless the server may read ``path`` (``roots`` as ``outside_roots`` takes them)."""
+    if not outside_roots(path, roots):
+        return
+    if not roots:
         raise SourceError(
-            f"{path}: outside the allowed data roots ({', '.join(roots)}; SHARDLINE_DATA_ROOTS); the slicer does not read it"
+            f"{path}: the server reads no files: no data roots are set. An admin allows the folders and URL prefixes "
+            "it may read with SHARDLINE_DATA_ROOTS (e.g. SHARDLINE_DATA_ROOTS=/data); a list of files without "
+            "num_slices needs none (workers read them, the server never opens them)"
         )
+    raise SourceError(
+        f"{path}: outside the allowed data roots ({', '.join(roots)}; SHARDLINE_DATA_ROOTS); the slicer does not read it"
+    )
 
 
 def _has_glob(path: str) -> bool:

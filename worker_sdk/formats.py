@@ -15,10 +15,12 @@ kept last when the format was chosen explicitly.
 
 Tables are works too (README, "Tables"):
 
-    postgres  postgresql://[user@]host[:port]/db?table=schema.name[&key=a,b]
-              rows in key order; a slice is the item
-              postgresql://...?table=...&as_of=SNAPSHOT&start=S&end=E: records
-              [S, E) of the table's rows as of a Postgres snapshot
+    postgres  postgresql://CONNECTION?table=schema.name[&key=a,b]
+              rows in key order, of the database that the admin's named
+              connection CONNECTION reaches (never a host, port, database or
+              user of the work's own); a slice is the item
+              postgresql://CONNECTION?table=...&as_of=SNAPSHOT&start=S&end=E:
+              records [S, E) of the table's rows as of a Postgres snapshot
     delta     delta:///path/to/table[?version=N][&where=col=value,...]
               a Delta Lake table (delta+s3://bucket/path: on S3)
     iceberg   iceberg://catalog/namespace.table[?snapshot=ID][&where=col=value,...]
@@ -26,10 +28,10 @@ Tables are works too (README, "Tables"):
               (where: equalities on partition columns, which pick files)
 
 A lakehouse table's slices are slices of its Parquet data files, read as
-Parquet. No table work may carry a secret: credentials come from the
-environment of each process that connects (libpq's ~/.pgpass, PGPASSWORD or
-a service file for Postgres; pyiceberg's catalog configuration), so a work
-with a password in it is refused (``check_table``).
+Parquet. No table work carries a secret or an address: a Postgres work names
+a connection (the server's are defined by its admin; each worker connects
+with its own credentials, worker_sdk/pgtable.py), an Iceberg work a catalog
+configured for pyiceberg; ``check_table`` refuses anything else.
 """
 
 from __future__ import annotations
@@ -48,23 +50,11 @@ FORMATS = tuple(EXTENSIONS)
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 LAKEHOUSE_SCHEMES = ("delta", "iceberg")
 POSTGRES = "postgres"  # the format of a Postgres table's slices
-# Query parameters a table work may carry besides its own (table, key,
-# version, snapshot): libpq's connection options that are not secrets.
-SAFE_CONNECTION_PARAMS = frozenset(
-    {
-        "host",
-        "port",
-        "dbname",
-        "user",
-        "service",
-        "sslmode",
-        "sslrootcert",
-        "connect_timeout",
-        "application_name",
-        "options",
-        "target_session_attrs",
-    }
-)
+# The query parameters of a Postgres table work (the slicer adds as_of, start
+# and end to its slices). Nothing else: every connection option is the
+# named connection's, so a work cannot point the server anywhere else.
+POSTGRES_WORK_PARAMS = ("table", "key")
+POSTGRES_SLICE_PARAMS = ("as_of", "start", "end")
 
 # A work of no known format is never sliced (the server cannot count its
 # records); handed to a reader whole, it is read as lines.
@@ -123,8 +113,30 @@ def redact(work: str) -> str:
     return parts._replace(netloc=netloc, query=query).geturl()
 
 
+def connection_name(work: str) -> str:
+    """The connection a Postgres table work (or slice) names: ``postgresql://NAME?table=...`` (FormatError otherwise)."""
+    parts = urlsplit(work)
+    try:
+        port = parts.port
+    except ValueError:
+        port = "?"
+    name = parts.hostname or ""
+    if "@" in parts.netloc or port is not None or parts.path not in ("", "/") or not _is_connection_name(name):
+        raise FormatError(
+            f"{redact(work)}: a table work names a connection, never a host, port, database or user of its own: "
+            "postgresql://CONNECTION?table=schema.name, where CONNECTION is a name the admin defined "
+            "(README, Tables)"
+        )
+    return name
+
+
+def _is_connection_name(name: str) -> bool:
+    # The names server/conf.py accepts: a letter, then up to 62 letters, digits or '_'.
+    return 0 < len(name) <= 63 and name[0].isalpha() and all(c.isalnum() or c == "_" for c in name) and name.isascii()
+
+
 def check_table(work: str) -> None:
-    """Refuses a table work that carries a secret or lacks what names the table (FormatError)."""
+    """Refuses a table work that carries a secret or an address of its own, or lacks what names the table (FormatError)."""
     kind = table_kind(work)
     if kind is None:
         return
@@ -134,16 +146,19 @@ def check_table(work: str) -> None:
     if parts.password is not None or {"password", "passfile", "sslpassword"} & {p.lower() for p in params}:
         raise FormatError(
             f"{shown}: a work must not carry a password (it would be stored, logged and handed to every worker); "
-            "give the password to each process that connects: ~/.pgpass, PGPASSWORD or a service file (service=NAME)"
+            "name a connection instead: postgresql://CONNECTION?table=schema.name"
         )
     if kind == POSTGRES:
+        connection_name(work)
         if not params.get("table", [""])[0]:
-            raise FormatError(f"{shown}: name the table: postgresql://host/db?table=schema.name")
-        unknown = set(params) - {"table", "key", "as_of", "start", "end"} - SAFE_CONNECTION_PARAMS
+            raise FormatError(f"{shown}: name the table: postgresql://CONNECTION?table=schema.name")
+        unknown = set(params) - set(POSTGRES_WORK_PARAMS) - set(POSTGRES_SLICE_PARAMS)
+        if not unknown and any(len(values) > 1 for values in params.values()):
+            raise FormatError(f"{shown}: each parameter may be given once")
         if unknown:
             raise FormatError(
-                f"{shown}: unknown parameter(s) {', '.join(sorted(unknown))}; a Postgres table takes table, key and "
-                f"the connection options {', '.join(sorted(SAFE_CONNECTION_PARAMS))}"
+                f"{shown}: parameter(s) {', '.join(sorted(unknown))} refused: a Postgres table work takes table and "
+                "key only; where and how to connect is the named connection's, set by the admin"
             )
     elif kind == "delta":
         if parts.scheme.lower() == "delta" and parts.netloc:

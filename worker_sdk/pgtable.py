@@ -1,7 +1,9 @@
 """Postgres tables: a table's rows as of a snapshot, in key order, read a slice at a time by key range.
 
-A table work ``postgresql://host/db?table=schema.name`` is sliced by the
-server (server/tables/postgres.py) in one REPEATABLE READ transaction: it
+A table work ``postgresql://CONNECTION?table=schema.name`` names a
+connection the server's admin defined; the server (server/tables/postgres.py)
+slices it, with that connection's credentials, in one REPEATABLE READ
+transaction: it
 counts the rows, records the transaction's snapshot (``as_of`` in every
 item) and the key of each slice's first row (``source`` in every lease). A
 reader then reads ``WHERE key >= from AND key < to ORDER BY key``: an index
@@ -16,28 +18,38 @@ updated or deleted after the snapshot is read in neither version (README,
 64-bit id the snapshot is written in by the epoch of the current
 transaction id, which every live row's xmin is within 2^31 of.
 
-Needs psycopg (``pip install "psycopg[binary]"``); credentials come from the
-environment (``~/.pgpass``, ``PGPASSWORD``, a service file), never the work.
+A reader connects with its own credentials, never the server's (``connect``):
+its own ``SHARDLINE_PG_CONNECTION_<NAME>`` URL if its environment has one, else
+the address the lease carries (host, port, database, sslmode: no user, no
+secret) with libpq's credentials (``PGUSER``, ``PGPASSWORD``, ``~/.pgpass``),
+else the libpq service of the connection's name (``pg_service.conf``).
+Needs psycopg (``pip install "psycopg[binary]"``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from . import formats
 
-# Query parameters of a work that are Shardline's, not libpq's.
-OWN_PARAMS = ("table", "key", "as_of", "start", "end")
 # Rows fetched per round trip of the server-side cursor.
 FETCH = 2000
+# A worker's own definition of a connection (the server reads the same name).
+ENV_PREFIX = "SHARDLINE_PG_CONNECTION_"
+# The libpq keywords of a connection that say where it is and how to reach it
+# safely: the server hands these to readers (a lease's source["connection"]).
+# Never the user, a password, a passfile or options.
+PUBLIC_KEYWORDS = ("host", "hostaddr", "port", "dbname", "sslmode", "target_session_attrs", "connect_timeout")
 
 
 class TableError(Exception):
     """A table that cannot be read as asked (no key, no such table, rows gone). The message names it."""
 
 
-def _psycopg():
+def require_psycopg():
+    """The psycopg module and its sql module (ImportError saying what to install without them)."""
     try:
         import psycopg
         from psycopg import sql
@@ -46,13 +58,24 @@ def _psycopg():
     return psycopg, sql
 
 
-def connection_uri(path: str) -> str:
-    """The libpq URI of a table work or slice (Shardline's own parameters removed)."""
-    parts = urlsplit(path)
-    params = [(k, v) for k, vs in parse_qs(parts.query, keep_blank_values=True).items() for v in vs]
-    kept = [(k, v) for k, v in params if k not in OWN_PARAMS]
-    scheme = "postgresql"
-    return parts._replace(scheme=scheme, query=urlencode(kept)).geturl()
+def public_address(params: dict) -> dict:
+    """The part of a connection's libpq keywords a reader may be told (PUBLIC_KEYWORDS)."""
+    return {name: str(params[name]) for name in PUBLIC_KEYWORDS if params.get(name)}
+
+
+def reader_conninfo(path: str, source: dict | None = None) -> dict:
+    """How this process connects to the connection a table slice names (the module docstring's order)."""
+    name = formats.connection_name(path)
+    own = os.environ.get(ENV_PREFIX + name.upper())
+    if own:
+        # Shardline's own flag is no libpq parameter.
+        parts = urlsplit(own.strip())
+        kept = [(k, v) for k, v in parse_qs(parts.query, keep_blank_values=True).items() if k != "allow_own_database"]
+        return {"conninfo": parts._replace(query=urlencode([(k, v) for k, vs in kept for v in vs])).geturl()}
+    address = (source or {}).get("connection")
+    if address:
+        return {name: value for name, value in address.items() if name in PUBLIC_KEYWORDS}
+    return {"service": name}
 
 
 def param(path: str, name: str) -> str | None:
@@ -69,20 +92,26 @@ def table_name(path: str) -> list[str]:
     return parts
 
 
-def connect(path: str, application_name: str = "shardline-reader"):
-    """A connection to the table's database (named in pg_stat_activity, unless the work names it)."""
-    psycopg, _sql = _psycopg()
-    uri = connection_uri(path)
-    named = {} if param(path, "application_name") else {"application_name": application_name}
+def connect(path: str, source: dict | None = None, *, params: dict | None = None, application_name="shardline-reader"):
+    """A connection to the database of the connection ``path`` names, named in pg_stat_activity.
+
+    ``params``: libpq keywords to connect with (the server's connection);
+    without them, this process's own way (``reader_conninfo``).
+    """
+    psycopg, _sql = require_psycopg()
+    keywords = dict(params) if params is not None else reader_conninfo(path, source)
+    keywords.setdefault("application_name", application_name)
     try:
-        return psycopg.connect(uri, autocommit=False, **named)
+        return psycopg.connect(**keywords, autocommit=False)
     except psycopg.OperationalError as exc:
-        raise TableError(f"{formats.redact(connection_uri(path))}: cannot connect ({_first_line(exc)})") from None
+        raise TableError(
+            f"connection {formats.connection_name(path)!r}: cannot connect ({error_summary(exc)})"
+        ) from None
 
 
 def key_columns(connection, path: str) -> list[str]:
     """The columns rows are ordered and sliced by: ``key=a,b`` (a unique index on them), else the primary key."""
-    _psycopg_module, sql = _psycopg()
+    _psycopg_module, sql = require_psycopg()
     table = table_name(path)
     shown = formats.redact(path)
     row = connection.execute("SELECT to_regclass(%s)::oid", [".".join(_quoted(part) for part in table)]).fetchone()
@@ -138,11 +167,11 @@ def rows(piece: formats.Slice, source: dict | None = None) -> Iterator[dict]:
     without them the reader finds its place by counting rows in key order
     (exact, slower).
     """
-    _psycopg_module, sql = _psycopg()
+    _psycopg_module, sql = require_psycopg()
     as_of = param(piece.path, "as_of")
     if as_of is None or piece.start is None:
         raise TableError(f"{formats.redact(piece.path)}: not a table slice (it needs as_of, start and end)")
-    with connect(piece.path) as connection:
+    with connect(piece.path, source) as connection:
         connection.read_only = True
         key = (source or {}).get("key") or key_columns(connection, piece.path)
         keys = sql.SQL(", ").join(sql.Identifier(column) for column in key)
@@ -178,10 +207,10 @@ def rows(piece: formats.Slice, source: dict | None = None) -> Iterator[dict]:
         )
 
 
-def columns(piece: formats.Slice) -> list[tuple[str, str]]:
+def columns(piece: formats.Slice, source: dict | None = None) -> list[tuple[str, str]]:
     """(name, kind) of the table's columns, kind 'int', 'float' or 'other' (for a tf.data signature)."""
-    _psycopg_module, sql = _psycopg()
-    with connect(piece.path) as connection:
+    _psycopg_module, sql = require_psycopg()
+    with connect(piece.path, source) as connection:
         table = sql.SQL(".").join(sql.Identifier(part) for part in table_name(piece.path))
         cursor = connection.execute(sql.SQL("SELECT * FROM {} LIMIT 0").format(table))
         kinds = {20: "int", 21: "int", 23: "int", 16: "int", 700: "float", 701: "float"}  # int8/2/4, bool, float4/8
@@ -197,5 +226,6 @@ def _quoted(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
-def _first_line(exc: Exception) -> str:
+def error_summary(exc: Exception) -> str:
+    """The first line of a database error, for a reader's own messages (the server never shows it: see server/tables/postgres.py)."""
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -127,32 +127,13 @@ class JobCreateSerializer(StrictSerializer):
                         ]
                     }
                 )
-        # Works that the slicer will read: refuse those outside the data roots
-        # now, rather than failing the job later.
-        roots = settings.SHARDLINE_DATA_ROOTS
-        if roots:
-            from .. import sources, tables
+        # Works the server would read: refused now, by the admin's policy
+        # (server/data_policy.py), rather than failing the job later.
+        from .. import data_policy
 
-            outside = []
-            for index, work in enumerate(data["works"]):
-                if formats.table_kind(prefix + work):
-                    path = tables.location(prefix + work)
-                elif data.get("num_slices"):
-                    path = formats.split_format(prefix + work)[0]
-                else:
-                    continue  # never read by the server
-                if sources.outside_roots(path, roots):
-                    outside.append(f"works[{index}] {path!r}")
-                    if len(outside) == 5:
-                        break
-            if outside:
-                raise serializers.ValidationError(
-                    {
-                        "works": [
-                            f"{', '.join(outside)} outside the allowed data roots ({', '.join(roots)}; SHARDLINE_DATA_ROOTS)"
-                        ]
-                    }
-                )
+        refused = data_policy.refusals(data["works"], prefix, data.get("num_slices"))
+        if refused:
+            raise serializers.ValidationError({"works": refused})
         return data
 
     def to_spec(self) -> JobSpec:

@@ -13,13 +13,12 @@ import logging
 import math
 import time
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from worker_sdk import formats
 
-from .. import sources, tables
+from .. import data_policy, sources, tables
 from ..models import Event, EventKind, Job, JobState, Unit
 from .units import UnitRow, materialise_epoch, write_units
 
@@ -104,16 +103,19 @@ def slice_job(job_id: int) -> str:
     raw_works = list(Unit.objects.filter(job_id=job_id).order_by("idx").values_list("item", flat=True))
     expanded: list[sources.Work] = []
     try:
-        roots = settings.SHARDLINE_DATA_ROOTS
+        # The admin's policy as it is now (server/data_policy.py), whatever it was at creation.
+        roots = data_policy.file_roots()
         pinned = []
         for work in raw_works:
             if formats.table_kind(work):
+                _warn_unrestricted(job, roots, formats.table_kind(work) != formats.POSTGRES)
                 table_works, record = tables.expand(work, roots)
                 expanded += table_works
                 pinned.append(record)
             elif job.num_slices is None:
                 expanded.append(sources.Work(work, None))  # sliced for its tables only: a file stays whole
             else:
+                _warn_unrestricted(job, roots, True)
                 sources.check_roots(formats.split_format(work)[0], roots)
                 expanded += sources.expand(work)
         for work in expanded:  # a directory or glob (or a table's data files) may lead out
@@ -166,6 +168,15 @@ def plan(works: list[sources.Work], num_slices: int | None) -> list[UnitRow]:
             for (start, end), offset, key in zip(spans, offsets, read)
         ]
     return units
+
+
+def _warn_unrestricted(job: Job, roots: list[str] | None, reads_files: bool) -> None:
+    if roots is None and reads_files and not getattr(job, "_warned_unrestricted", False):
+        job._warned_unrestricted = True
+        log.warning(
+            "no SHARDLINE_DATA_ROOTS: with DEBUG on, the slicer reads any file the server can; set the roots",
+            extra={"event": "data_roots_unset", "job": job.pk, "job_name": job.name},
+        )
 
 
 def jobs_waiting() -> list[int]:

@@ -22,24 +22,25 @@ from .. import sources
 
 
 def location(work: str) -> str:
-    """Where a table lives, as SHARDLINE_DATA_ROOTS are written (for checking it against them)."""
-    kind = formats.table_kind(work)
-    if kind == formats.POSTGRES:
-        from . import postgres
+    """Where a Delta or Iceberg table lives, as SHARDLINE_DATA_ROOTS are written (for checking it against them).
 
-        return postgres.location(work)
+    A Postgres table has no location: it is reached through a named connection (server/data_policy.py).
+    """
     from . import lakehouse
 
     return lakehouse.location(work)
 
 
-def expand(work: str, roots: list[str]) -> tuple[list[sources.Work], dict]:
-    """The table as counted works (and, for the job's record, the version pinned); SourceError naming it if it cannot be."""
-    sources.check_roots(location(work), roots)
+def expand(work: str, roots: list[str] | None) -> tuple[list[sources.Work], dict]:
+    """The table as counted works (and, for the job's record, the version pinned); SourceError naming it if it cannot be.
+
+    ``roots`` as sources.outside_roots takes them, for a lakehouse table's files.
+    """
     if formats.table_kind(work) == formats.POSTGRES:
         from . import postgres
 
         return postgres.expand(work)
+    sources.check_roots(location(work), roots)
     from . import lakehouse
 
     return lakehouse.expand(work, roots)

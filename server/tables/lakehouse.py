@@ -65,7 +65,7 @@ def location(work: str) -> str:
     return f"{scheme.partition('+')[2]}://{parts.netloc}{parts.path}"
 
 
-def expand(work: str, roots: list[str]) -> tuple[list[sources.Work], dict]:
+def expand(work: str, roots: list[str] | None) -> tuple[list[sources.Work], dict]:
     """The pinned version's live data files as counted Parquet works, sorted by path, and the job's record of it."""
     shown = formats.redact(work)
     if formats.table_kind(work) == "delta":
@@ -222,7 +222,7 @@ def _json_value(value):
     return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
-def _iceberg(work: str, shown: str, roots: list[str]) -> tuple[int | None, list[tuple[str, int, None]]]:
+def _iceberg(work: str, shown: str, roots: list[str] | None) -> tuple[int | None, list[tuple[str, int, None]]]:
     try:
         from pyiceberg.catalog import load_catalog
         from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError

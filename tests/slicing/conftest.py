@@ -4,6 +4,7 @@ import pytest
 
 from ..sdk.conftest import sdk_env  # noqa: F401  (the SDK tests' environment fixture)
 from ..support import wait_until
+from .pg_sources import source_database  # noqa: F401  (defines the tests' Postgres connections, on import)
 
 
 @pytest.fixture

@@ -46,6 +46,11 @@ def catalog_environment(name: str, home: Path) -> dict[str, str]:
 
 
 os.environ.update(catalog_environment(LIVE_CATALOG, _LIVE_HOME))
+# The server reads an Iceberg table only when its catalog is a data root (its
+# warehouse is a local folder: tests/settings.py allows those).
+os.environ["SHARDLINE_DATA_ROOTS"] = ",".join(
+    [*filter(None, os.environ.get("SHARDLINE_DATA_ROOTS", "").split(",")), f"iceberg://{LIVE_CATALOG}"]
+)
 
 
 def open_catalog(name: str, home: Path):

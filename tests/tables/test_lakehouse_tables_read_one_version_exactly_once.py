@@ -316,13 +316,13 @@ def local_catalog(tmp_path, monkeypatch):
 def test_versions_and_snapshots_that_do_not_exist_are_refused_naming_the_latest(tmp_path, local_catalog):
     work = delta_table(tmp_path / "events", rows(range(30)), rows(range(30, 60)))
     with pytest.raises(sources.SourceError, match=r"\?version=5: no version 5 \(the latest is 1\)"):
-        lakehouse.expand(f"{work}?version=5", [])
+        lakehouse.expand(f"{work}?version=5", None)
     name, catalog = local_catalog
     table = make_iceberg_table(catalog, "ns.events", partitioned=True)
     table.append(rows(range(30)))
     current = table.current_snapshot().snapshot_id
     with pytest.raises(sources.SourceError, match=rf"no snapshot 12345 \(the current one is {current}\)"):
-        lakehouse.expand(f"iceberg://{name}/ns.events?snapshot=12345", [])
+        lakehouse.expand(f"iceberg://{name}/ns.events?snapshot=12345", None)
 
 
 def test_a_table_is_located_for_the_data_roots_and_its_data_files_are_listed_sorted(tmp_path, local_catalog):
@@ -345,7 +345,7 @@ def test_a_delta_table_whose_files_name_its_columns_otherwise_is_refused(tmp_pat
     path = tmp_path / "mapped"
     write_deltalake(path, rows(range(30)), configuration={"delta.columnMapping.mode": "name"})
     with pytest.raises(sources.SourceError, match=r"version 0 maps its columns \(name mode\)"):
-        lakehouse.expand(f"delta://{path}", [])
+        lakehouse.expand(f"delta://{path}", None)
 
 
 def test_an_iceberg_where_refuses_files_written_before_the_column_partitioned_the_table(local_catalog):
@@ -356,6 +356,6 @@ def test_an_iceberg_where_refuses_files_written_before_the_column_partitioned_th
         spec.add_identity("part")
     table.append(rows(range(30, 60)))
     with pytest.raises(sources.SourceError, match="was written before part partitioned the table"):
-        lakehouse.expand(f"iceberg://{name}/ns.events?where=part=1", [])
-    works, _record = lakehouse.expand(f"iceberg://{name}/ns.events", [])  # without where: every file, whole
+        lakehouse.expand(f"iceberg://{name}/ns.events?where=part=1", None)
+    works, _record = lakehouse.expand(f"iceberg://{name}/ns.events", None)  # without where: every file, whole
     assert sum(w.records for w in works) == 60

@@ -70,7 +70,7 @@ def test_readers_read_a_work_of_unknown_format_as_lines(tmp_path):
 
 
 def test_a_postgres_table_slice_keeps_its_table_and_snapshot_in_the_path():
-    work = "postgresql://reader@db:5433/warehouse?table=public.events&key=a,b&sslmode=require"
+    work = "postgresql://warehouse?table=public.events&key=a,b"
     pinned = formats.table_slice_path(work, "100:105:101,103")
     item = formats.slice_item(pinned, 10, 20)
     assert item == f"{pinned}&start=10&end=20"
@@ -99,8 +99,10 @@ def test_a_table_is_known_by_its_scheme(work, kind):
     [
         ("postgresql://u:hunter2@h/db?table=t", "must not carry a password"),
         ("postgresql://u@h/db?table=t&password=hunter2", "must not carry a password"),
-        ("postgresql://h/db", "name the table"),
-        ("postgresql://h/db?table=t&statement=drop", "unknown parameter(s) statement"),
+        ("postgresql://h", "name the table"),
+        ("postgresql://h?table=t&statement=drop", "parameter(s) statement refused"),
+        ("postgresql://h?table=t&dbname=shardline", "parameter(s) dbname refused"),
+        ("postgresql://u@h/db?table=t", "names a connection, never a host, port, database or user"),
         ("delta:///d?version=latest", "version must be a number"),
         ("delta:///d?where=nothing", "where takes column=value conditions"),
         ("iceberg://lake/events", "name the catalog and the table"),

@@ -29,6 +29,10 @@ SAMPLE_FILES = 12
 SAMPLE_LINES = 500
 
 
+def sample_folder():
+    return embedded_pg.home() / "sample"
+
+
 def _broker() -> str:
     url = settings.CELERY_BROKER_URL
     return "filesystem (no server needed)" if url == "filesystem://" else url.split("@")[-1]
@@ -52,6 +56,12 @@ class Command(BaseCommand):
         shutil.rmtree(metrics_dir, ignore_errors=True)
         metrics_dir.mkdir(parents=True)
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+        # Without roots the server reads no file (README, "What the server
+        # reads"): let it slice the sample's folder, and say so.
+        roots = list(settings.SHARDLINE_DATA_ROOTS)
+        if not roots:
+            roots = [str(sample_folder())]
+            env["SHARDLINE_DATA_ROOTS"] = roots[0]
 
         # Ctrl-C is handled from here on: one arriving while the servers
         # start must stop them too, not leave them running without us.
@@ -99,7 +109,7 @@ class Command(BaseCommand):
                 env=env,
             ),
         ]
-        self._banner(host, port, login, sample)
+        self._banner(host, port, login, sample, roots)
         self._wait(children)
 
     def _ensure_admin(self):
@@ -113,7 +123,7 @@ class Command(BaseCommand):
         return username, password if generated else None
 
     def _ensure_sample_job(self):
-        folder = embedded_pg.home() / "sample"
+        folder = sample_folder()
         folder.mkdir(parents=True, exist_ok=True)
         paths = []
         for index in range(SAMPLE_FILES):
@@ -132,7 +142,7 @@ class Command(BaseCommand):
         job, _created = jobs.create_or_attach(spec)
         return job
 
-    def _banner(self, host, port, login, sample):
+    def _banner(self, host, port, login, sample, roots):
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
         url = f"http://{shown}:{port}"
         lines = [
@@ -143,6 +153,9 @@ class Command(BaseCommand):
             f"  health / metrics:      {url}/healthz  {url}/metrics",
             f"  Celery worker:         broker {_broker()}",
             f"  database:              {'embedded Postgres in ' + str(embedded_pg.data_dir()) if settings.DATABASE_IS_EMBEDDED else 'DATABASE_URL'}",
+            f"  data roots:            {', '.join(roots)} (SHARDLINE_DATA_ROOTS: what the server may read to slice)",
+            f"  table connections:     {', '.join(sorted(settings.SHARDLINE_PG_CONNECTIONS)) or 'none'}"
+            " (SHARDLINE_PG_CONNECTION_<NAME>)",
         ]
         if login:
             username, password = login

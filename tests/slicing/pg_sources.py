@@ -1,0 +1,74 @@
+"""The Postgres connections table works name in the tests, defined as an operator would.
+
+Importing this module (at collection, before any server or Celery process
+starts; they inherit this process's environment) defines:
+
+    sources       a database of its own beside the test database (created by
+                  the ``source_database`` fixture): where the tests' tables live
+    itself        the server's own (test) database, by its address: refused
+    alias         the server's own database by another spelling of its
+                  address (127.1): refused by the slicer, which asks the
+                  database which one it is
+    trusted_self  the server's own database, with allow_own_database=1
+
+The server's own database is the test database pytest-django creates:
+``test_`` + the configured name (+ the xdist worker's suffix).
+"""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+import pytest
+from django.conf import settings
+
+from ..support import database_url
+
+_configured = settings.DATABASES["default"]
+_suffix = f"_{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else ""
+OWN_DATABASE = f"test_{_configured['NAME']}{_suffix}"
+SOURCE_DATABASE = f"test_{_configured['NAME']}_sources{_suffix}"
+
+
+def url_of(name: str, host: str | None = None) -> str:
+    """A libpq URL of database ``name`` on the test server (optionally through another spelling of its host)."""
+    return database_url({**_configured, "NAME": name, **({"HOST": host} if host else {})}).replace(
+        "postgres://", "postgresql://", 1
+    )
+
+
+def _with(url: str, param: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}{param}"
+
+
+CONNECTIONS = {
+    "SOURCES": url_of(SOURCE_DATABASE),
+    "ITSELF": url_of(OWN_DATABASE),
+    "TRUSTED_SELF": _with(url_of(OWN_DATABASE), "allow_own_database=1"),
+}
+if (_configured.get("HOST") or "127.0.0.1") == "127.0.0.1":  # a TCP server: 127.1 is the same address
+    CONNECTIONS["ALIAS"] = url_of(OWN_DATABASE, host="127.1")
+for _name, _url in CONNECTIONS.items():
+    os.environ[f"SHARDLINE_PG_CONNECTION_{_name}"] = _url
+
+
+def reader_environment() -> dict[str, str]:
+    """A training worker's environment: its own credentials the libpq way, none of the server's connections."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARDLINE_PG_CONNECTION_")}
+    if _configured.get("USER"):
+        env["PGUSER"] = _configured["USER"]
+    if _configured.get("PASSWORD"):
+        env["PGPASSWORD"] = _configured["PASSWORD"]
+    return env
+
+
+@pytest.fixture(scope="session")
+def source_database(django_db_setup):
+    """The ``sources`` connection's database, created for the session; its libpq URL."""
+    admin = psycopg.connect(url_of(_configured["NAME"]), autocommit=True)
+    admin.execute(f'DROP DATABASE IF EXISTS "{SOURCE_DATABASE}" WITH (FORCE)')
+    admin.execute(f'CREATE DATABASE "{SOURCE_DATABASE}"')
+    yield url_of(SOURCE_DATABASE)
+    admin.execute(f'DROP DATABASE IF EXISTS "{SOURCE_DATABASE}" WITH (FORCE)')
+    admin.close()
