@@ -21,3 +21,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("dashboard.urls")),
 ]
+
+# JSON, not Django's HTML pages, for URLs under /api/ that no view matches.
+handler404 = views.not_found
+handler500 = views.server_error

@@ -3,6 +3,8 @@
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
+from django.views.defaults import page_not_found
+from django.views.defaults import server_error as django_server_error
 
 from . import metrics
 
@@ -27,3 +29,16 @@ def prometheus(request):
     except Exception as exc:
         return JsonResponse({"status": "unavailable", "database": type(exc).__name__}, status=503)
     return HttpResponse(body, content_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+def not_found(request, exception=None):
+    """Django's 404 for a URL no view matched: JSON under /api/ (a client parses every answer), HTML elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": "not_found", "message": f"no such endpoint: {request.path}"}, status=404)
+    return page_not_found(request, exception)
+
+
+def server_error(request):
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": "server_error", "message": "internal error; it was logged"}, status=500)
+    return django_server_error(request)

@@ -1,4 +1,7 @@
-from rest_framework.pagination import CursorPagination, PageNumberPagination
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.pagination import Cursor, CursorPagination, PageNumberPagination
+
+from .serializers import BIGINT_MAX
 
 
 class Pagination(PageNumberPagination):
@@ -14,3 +17,17 @@ class ItemCursorPagination(CursorPagination):
     page_size_query_param = "page_size"
     max_page_size = 1000
     ordering = "id"
+
+    def decode_cursor(self, request) -> Cursor | None:
+        # DRF checks a cursor's offset and direction but hands its position
+        # (an item id here) to the query as it is: "p=abc" was a 500.
+        message = "not a cursor this API gave; follow the next and previous links"
+        try:
+            cursor = super().decode_cursor(request)
+        except NotFound:
+            raise ValidationError({"cursor": [message]}) from None
+        if cursor is not None and cursor.position is not None:
+            position = cursor.position
+            if not (position.isascii() and position.isdigit() and int(position) <= BIGINT_MAX):
+                raise ValidationError({"cursor": [message]})
+        return cursor

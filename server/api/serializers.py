@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import re
+import sys
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import ProhibitNullCharactersValidator
 
@@ -15,6 +19,8 @@ from ..services.jobs import JobSpec
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 MAX_ITEM_LENGTH = 4096
+# What a work string must match: something besides whitespace, and no NUL.
+WORK_PATTERN = r"^[^\x00]*\S[^\x00]*$"
 MAX_WORKER_LENGTH = 255
 MAX_ERROR_LENGTH = 8192
 BIGINT_MAX = 2**63 - 1
@@ -22,6 +28,17 @@ BIGINT_MAX = 2**63 - 1
 # read timeout and the proxies' usual 60 s.
 MAX_TAKE_WAIT = 30
 MAX_EPOCHS = 10_000
+
+
+class WholeMatch(RegexValidator):
+    """A regex the whole value must match (the OpenAPI schema shows it as the field's pattern).
+
+    RegexValidator searches, and its ``$`` also matches before a final newline.
+    """
+
+    def __call__(self, value):
+        if not isinstance(value, str) or not self.regex.fullmatch(value):
+            raise ValidationError(self.message, code=self.code)
 
 
 def clean_text(value: str, what: str, *, max_length: int) -> str:
@@ -33,8 +50,37 @@ def clean_text(value: str, what: str, *, max_length: int) -> str:
     return value
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# The JSON type each field takes, as the OpenAPI schema documents it: DRF
+# would also take "3" for 3, 3.0 for 3, 5 for "5" and "yes" for true, which
+# a client generated from the schema cannot expect, and which made one spec
+# two. Most specific first (a ChoiceField's value is a string here).
+JSON_TYPES = (
+    (serializers.BooleanField, lambda v: isinstance(v, bool), "true or false"),
+    (serializers.IntegerField, _is_int, "an integer"),
+    # An integer too large for a float was a 500 (OverflowError) in DRF's FloatField.
+    (
+        serializers.FloatField,
+        lambda v: isinstance(v, float) or (_is_int(v) and abs(v) <= sys.float_info.max),
+        "a number",
+    ),
+    (serializers.CharField, lambda v: isinstance(v, str), "a string"),
+    (serializers.ChoiceField, lambda v: isinstance(v, str), "a string"),
+    (serializers.ListField, lambda v: isinstance(v, list), "a list"),
+    (serializers.ListSerializer, lambda v: isinstance(v, list), "a list"),
+    (serializers.DictField, lambda v: isinstance(v, dict), "an object"),
+    (serializers.Serializer, lambda v: isinstance(v, dict), "an object"),
+)
+
+
 class StrictSerializer(serializers.Serializer):
-    """Rejects fields it does not know, so a typo is an error, not a silent default."""
+    """Rejects fields it does not know, so a typo is an error, not a silent default, and values of another
+    JSON type than the field's (``json_types``; off for query parameters, which are all strings)."""
+
+    json_types = True
 
     def to_internal_value(self, data):
         if not isinstance(data, dict):
@@ -42,9 +88,46 @@ class StrictSerializer(serializers.Serializer):
         unknown = sorted(set(data) - set(self.fields))
         if unknown:
             raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+        if self.json_types:
+            wrong = {}
+            for name, value in data.items():
+                field = self.fields[name]
+                for kind, accepts, expected in JSON_TYPES:
+                    if isinstance(field, kind):
+                        if value is not None and not accepts(value):
+                            wrong[name] = [f"expected {expected}, got {_json_type(value)}"]
+                        break
+            if wrong:
+                raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)
 
 
+def _json_type(value) -> str:
+    names = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }
+    return names.get(type(value), type(value).__name__)
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": settings.SHARDLINE_MAX_WORKS,
+        "items": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_ITEM_LENGTH,
+            # Stripped, and refused when blank or holding a NUL (Postgres text cannot).
+            "pattern": WORK_PATTERN,
+        },
+    }
+)
 class WorksField(serializers.Field):
     """A non-empty list of item strings, stripped.
 
@@ -66,11 +149,12 @@ class WorksField(serializers.Field):
         for index, work in enumerate(data):
             if not isinstance(work, str):
                 raise serializers.ValidationError(f"works[{index}] is a {type(work).__name__}, not a string")
+            # The length is checked before stripping, as the schema's maxLength says.
+            if len(work) > MAX_ITEM_LENGTH or "\x00" in work:
+                clean_text(work, f"works[{index}]", max_length=MAX_ITEM_LENGTH)
             work = work.strip()
             if not work:
                 raise serializers.ValidationError(f"works[{index}] is empty")
-            if len(work) > MAX_ITEM_LENGTH or "\x00" in work:
-                clean_text(work, f"works[{index}]", max_length=MAX_ITEM_LENGTH)
             works.append(work)
         return works
 
@@ -79,7 +163,12 @@ class WorksField(serializers.Field):
 
 
 class JobCreateSerializer(StrictSerializer):
-    name = serializers.CharField(max_length=200, help_text="1-200 characters of A-Z a-z 0-9 . _ -")
+    name = serializers.CharField(
+        max_length=200,
+        trim_whitespace=False,
+        validators=[WholeMatch(NAME_RE, "use 1-200 characters of A-Z, a-z, 0-9, '.', '_' and '-'")],
+        help_text="1-200 characters of A-Z a-z 0-9 . _ -",
+    )
     works = WorksField(help_text="Files (or tables) to hand out: each one item per epoch.")
     num_epochs = serializers.IntegerField(min_value=1, max_value=MAX_EPOCHS, default=1)
     shuffle = serializers.BooleanField(default=True)
@@ -95,11 +184,6 @@ class JobCreateSerializer(StrictSerializer):
         help_text="Split the unread records of leased slices off to idle workers at the end of the queue (the "
         "liquid tail). Like the lease settings, not part of the job's identity: the first create decides.",
     )
-
-    def validate_name(self, value):
-        if not NAME_RE.match(value):
-            raise serializers.ValidationError("use 1-200 characters of A-Z, a-z, 0-9, '.', '_' and '-'")
-        return value
 
     def validate_prefix(self, value):
         if value:
@@ -153,6 +237,8 @@ class JobCreateSerializer(StrictSerializer):
 
 
 class RecordsQuerySerializer(StrictSerializer):
+    json_types = False
+
     upto_epoch = serializers.IntegerField(
         min_value=0, max_value=MAX_EPOCHS, help_text="Count unread records of epochs up to this one."
     )

@@ -37,6 +37,19 @@ GOOD = {"name": "good-name", "works": ["/a"]}
         ({**GOOD, "shuffle": "maybe"}, "shuffle"),
         ({**GOOD, "prefix": "a\x00b"}, "prefix"),
         ({**GOOD, "colour": "blue"}, "colour"),
+        # Each field takes its documented JSON type only: no "3" for 3, 5 for "5", 1.0 for 1 or 1 for true.
+        ({**GOOD, "num_epochs": "3"}, "num_epochs"),
+        ({**GOOD, "num_epochs": 3.0}, "num_epochs"),
+        ({**GOOD, "name": 5}, "name"),
+        ({**GOOD, "seed": "7"}, "seed"),
+        ({**GOOD, "shuffle": 1}, "shuffle"),
+        ({**GOOD, "shuffle": "true"}, "shuffle"),
+        ({**GOOD, "lease_timeout": "60"}, "lease_timeout"),
+        ({**GOOD, "lease_timeout": 10**400}, "lease_timeout"),
+        ({**GOOD, "prefix": 7}, "prefix"),
+        ({**GOOD, "name": "good-name\n"}, "name"),
+        ({**GOOD, "name": " good-name"}, "name"),
+        ({**GOOD, "works": [" " + "x" * 4096]}, "works"),
     ],
 )
 def test_bad_field_is_a_400_naming_it(worker_client, body, field):
