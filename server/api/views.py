@@ -17,6 +17,7 @@ from ..models import Job, JobState
 from ..services import jobs as job_service
 from ..services import retries as retry_service
 from ..services import snapshots as snapshot_service
+from . import csv_cells
 from . import responses as r
 from . import serializers as s
 from .pagination import ItemCursorPagination
@@ -206,7 +207,7 @@ def _csv_response(job, filters) -> StreamingHttpResponse:
         # A server-side cursor: rows are fetched in chunks as the response
         # streams, so a million-item export never sits in memory.
         for row in selection.iterator(chunk_size=2000):
-            yield writer.writerow(row)
+            yield writer.writerow(csv_cells.row(row))
 
     response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{job.name}-items.csv"'
