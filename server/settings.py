@@ -175,6 +175,10 @@ SHARDLINE_DATA_ROOTS = env_list("SHARDLINE_DATA_ROOTS", [])
 # one SHARDLINE_PG_CONNECTION_<NAME> URL each, with its own credentials.
 SHARDLINE_PG_CONNECTIONS = env_pg_connections()
 
+# /metrics answers only `Authorization: Bearer <this>` when set (Prometheus's
+# `authorization` scrape setting); unset, it is open like /healthz.
+SHARDLINE_METRICS_TOKEN = env_str("SHARDLINE_METRICS_TOKEN", "")
+
 # Login form: after this many failed logins for one username from one address
 # within the window, that pair is refused until the window ends.
 SHARDLINE_LOGIN_MAX_FAILURES = env_int("SHARDLINE_LOGIN_MAX_FAILURES", 5, minimum=1)

@@ -1,5 +1,8 @@
-"""Operational endpoints outside the versioned API: health and metrics."""
+"""Operational endpoints outside the versioned API: health and metrics; JSON 404s and 500s under /api/."""
 
+import hmac
+
+from django.conf import settings
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
@@ -24,6 +27,20 @@ def healthz(request):
 
 @require_GET
 def prometheus(request):
+    expected = settings.SHARDLINE_METRICS_TOKEN
+    if expected:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        # Constant time: how much of a guess matched must not show in the answer's timing.
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
+            response = JsonResponse(
+                {
+                    "error": "not_authenticated",
+                    "message": "/metrics needs Authorization: Bearer <SHARDLINE_METRICS_TOKEN>",
+                },
+                status=401,
+            )
+            response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+            return response
     try:
         body = metrics.render()
     except Exception as exc:
