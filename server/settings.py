@@ -183,6 +183,8 @@ SHARDLINE_METRICS_TOKEN = env_str("SHARDLINE_METRICS_TOKEN", "")
 # within the window, that pair is refused until the window ends.
 SHARDLINE_LOGIN_MAX_FAILURES = env_int("SHARDLINE_LOGIN_MAX_FAILURES", 5, minimum=1)
 SHARDLINE_LOGIN_WINDOW_SECONDS = env_int("SHARDLINE_LOGIN_WINDOW_SECONDS", 900, minimum=1)
+# ... and after this many failed logins from one address over all names, the address.
+SHARDLINE_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("SHARDLINE_LOGIN_MAX_FAILURES_PER_ADDRESS", 50, minimum=1)
 
 # Celery: Redis (or any kombu URL) in deployments; with none, a filesystem
 # broker beside the embedded database, so a single machine needs no server.
