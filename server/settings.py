@@ -242,7 +242,7 @@ REST_FRAMEWORK = {
         "server.api.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["server.api.permissions.IsViewer"],
+    "DEFAULT_PERMISSION_CLASSES": ["server.api.permissions.ByTable"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
     "DEFAULT_PARSER_CLASSES": ["server.api.parsers.StrictJSONParser"],

@@ -19,12 +19,11 @@ from ..services import splits as split_service
 from . import responses as r
 from . import serializers as s
 from . import take_body, waits
-from .permissions import IsWorker, caller_of
+from .permissions import caller_of
 from .views import ERROR, validated
 
 
 class TakeView(APIView):
-    permission_classes = [IsWorker]
 
     @extend_schema(
         request=take_body.TakeSerializer,
@@ -104,7 +103,6 @@ def _take_answer(result: lease_service.TakeResult) -> dict:
 
 
 class CompleteView(APIView):
-    permission_classes = [IsWorker]
 
     @extend_schema(
         request=s.CompleteSerializer,
@@ -121,7 +119,6 @@ class CompleteView(APIView):
 
 
 class FailView(APIView):
-    permission_classes = [IsWorker]
 
     @extend_schema(
         request=s.FailSerializer,
@@ -145,7 +142,6 @@ class FailView(APIView):
 
 
 class ReleaseView(APIView):
-    permission_classes = [IsWorker]
 
     @extend_schema(
         request=s.ReleaseSerializer,
@@ -162,7 +158,6 @@ class ReleaseView(APIView):
 
 
 class ExtendView(APIView):
-    permission_classes = [IsWorker]
 
     @extend_schema(
         request=s.TokenSerializer,
@@ -187,7 +182,6 @@ class ExtendView(APIView):
 
 
 class ExtendManyView(APIView):
-    permission_classes = [IsWorker]
 
     @extend_schema(
         request=s.ExtendManySerializer,
@@ -222,7 +216,6 @@ class ExtendManyView(APIView):
 
 
 class SplitView(APIView):
-    permission_classes = [IsWorker]
 
     @extend_schema(
         request=s.SplitSerializer,

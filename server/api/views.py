@@ -22,9 +22,6 @@ from . import responses as r
 from . import serializers as s
 from .pagination import ItemCursorPagination
 from .permissions import (
-    IsAdmin,
-    IsViewer,
-    IsWorker,
     check_may_create,
     check_may_restore,
     visible_job,
@@ -49,9 +46,6 @@ def validated(serializer_class, data, **kwargs):
 
 class JobListCreateView(generics.ListAPIView):
     serializer_class = r.JobSerializer
-
-    def get_permissions(self):
-        return [IsWorker()] if self.request.method == "POST" else [IsViewer()]
 
     def get_queryset(self):
         state = self.request.query_params.get("state")
@@ -84,7 +78,6 @@ class JobListCreateView(generics.ListAPIView):
 
 
 class JobDetailView(APIView):
-    permission_classes = [IsViewer]
 
     @extend_schema(responses={200: r.JobSerializer, 404: ERROR}, summary="One job")
     def get(self, request, job_id: int):
@@ -92,7 +85,6 @@ class JobDetailView(APIView):
 
 
 class _JobActionView(APIView):
-    permission_classes = [IsAdmin]
     action = None
 
     @extend_schema(request=None, responses={200: r.JobSerializer, 404: ERROR, 409: ERROR})
@@ -115,7 +107,6 @@ class CancelJobView(_JobActionView):
 
 
 class RetryFailedView(APIView):
-    permission_classes = [IsAdmin]
 
     @extend_schema(
         request=None,
@@ -133,7 +124,6 @@ class RetryFailedView(APIView):
 
 
 class WatermarksView(APIView):
-    permission_classes = [IsViewer]
 
     @extend_schema(
         responses={200: r.WatermarksSerializer, 404: ERROR}, summary="Totals, per-epoch counts, rate and ETA"
@@ -144,7 +134,6 @@ class WatermarksView(APIView):
 
 
 class RecordsView(APIView):
-    permission_classes = [IsViewer]
 
     @extend_schema(
         parameters=[s.RecordsQuerySerializer],
@@ -159,7 +148,6 @@ class RecordsView(APIView):
 class ItemsView(generics.ListAPIView):
     """Audit: items with their lease history fields; ``?format=csv`` streams everything that matches."""
 
-    permission_classes = [IsViewer]
     serializer_class = r.ItemSerializer
     pagination_class = ItemCursorPagination
 
@@ -215,7 +203,6 @@ def _csv_response(job, filters) -> StreamingHttpResponse:
 
 
 class WorkersView(generics.ListAPIView):
-    permission_classes = [IsViewer]
     serializer_class = r.WorkerSerializer
 
     def get_queryset(self):
@@ -235,7 +222,6 @@ class WorkersView(generics.ListAPIView):
 
 
 class SnapshotCreateView(APIView):
-    permission_classes = [IsWorker]
 
     @extend_schema(
         request=s.SnapshotCreateSerializer,
@@ -250,7 +236,6 @@ class SnapshotCreateView(APIView):
 
 
 class SnapshotRestoreView(APIView):
-    permission_classes = [IsWorker]
 
     @extend_schema(
         request=s.RestoreSerializer,
@@ -270,7 +255,6 @@ class SnapshotRestoreView(APIView):
 
 
 class ItemHistoryView(APIView):
-    permission_classes = [IsViewer]
 
     @extend_schema(
         responses={200: r.ItemHistorySerializer, 404: ERROR},
