@@ -10,7 +10,10 @@ Proves:
 - the slicer itself (the Celery task's service function) fails a job whose
   works lead outside (a symlink found when a directory is expanded, one
   created after the job was accepted), with a message naming the work;
-- with the setting unset, nothing is refused (the documented default).
+- with the setting unset, a work the server would read is refused outside
+  DEBUG and allowed with DEBUG (the documented default; the attacks on it,
+  through a real server and Celery worker, are in
+  test_without_data_roots_the_server_reads_no_file.py).
 """
 
 import os
@@ -78,21 +81,22 @@ def test_without_num_slices_works_are_only_strings_and_are_not_checked(worker_cl
     assert response.status_code == 201
 
 
-def test_unset_roots_allow_everything(worker_client, tree, settings):
-    settings.SHARDLINE_DATA_ROOTS = []
+def test_unset_roots_allow_nothing_outside_debug_and_everything_with_it(worker_client, tree, settings):
+    settings.SHARDLINE_DATA_ROOTS, settings.DEBUG = [], False
     _data, outside = tree
+    refused = post(worker_client, [f"{outside}/secret.csv"])
+    assert refused.status_code == 400 and "the server reads no files" in refused.json()["message"]
+    settings.DEBUG = True
     assert post(worker_client, [f"{outside}/secret.csv"]).status_code == 201
 
 
 def sliced(tree, works, settings, name):
     # Accepted while unchecked (as by an older server, or before a link was
-    # planted), then sliced under the policy.
-    roots = settings.SHARDLINE_DATA_ROOTS
-    settings.SHARDLINE_DATA_ROOTS = []
+    # planted: the service creates without the API's check), then sliced
+    # under the policy.
     job, _ = jobs.create_or_attach(
         jobs.JobSpec(name=name, works=works, num_slices=4, lease_timeout=60.0, max_attempts=3)
     )
-    settings.SHARDLINE_DATA_ROOTS = roots
     slicing.slice_job(job.pk)
     return Job.objects.get(pk=job.pk)
 

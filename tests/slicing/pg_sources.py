@@ -10,6 +10,9 @@ starts; they inherit this process's environment) defines:
                   address (127.1): refused by the slicer, which asks the
                   database which one it is
     trusted_self  the server's own database, with allow_own_database=1
+    refused_port, no_such_host, no_such_role
+                  connections an admin got wrong: what connecting to them
+                  says must stay out of the job (libpq's messages)
 
 The server's own database is the test database pytest-django creates:
 ``test_`` + the configured name (+ the xdist worker's suffix).
@@ -31,11 +34,9 @@ OWN_DATABASE = f"test_{_configured['NAME']}{_suffix}"
 SOURCE_DATABASE = f"test_{_configured['NAME']}_sources{_suffix}"
 
 
-def url_of(name: str, host: str | None = None) -> str:
-    """A libpq URL of database ``name`` on the test server (optionally through another spelling of its host)."""
-    return database_url({**_configured, "NAME": name, **({"HOST": host} if host else {})}).replace(
-        "postgres://", "postgresql://", 1
-    )
+def url_of(name: str, **overrides) -> str:
+    """A libpq URL of database ``name`` on the test server (``HOST=``, ``USER=``... to change its other parts)."""
+    return database_url({**_configured, "NAME": name, **overrides}).replace("postgres://", "postgresql://", 1)
 
 
 def _with(url: str, param: str) -> str:
@@ -47,8 +48,13 @@ CONNECTIONS = {
     "ITSELF": url_of(OWN_DATABASE),
     "TRUSTED_SELF": _with(url_of(OWN_DATABASE), "allow_own_database=1"),
 }
-if (_configured.get("HOST") or "127.0.0.1") == "127.0.0.1":  # a TCP server: 127.1 is the same address
-    CONNECTIONS["ALIAS"] = url_of(OWN_DATABASE, host="127.1")
+CONNECTIONS.update(
+    REFUSED_PORT="postgresql://nobody@127.0.0.1:1/warehouse?connect_timeout=3",
+    NO_SUCH_HOST="postgresql://nobody@no-such-host.invalid/warehouse?connect_timeout=3",
+    NO_SUCH_ROLE=url_of(SOURCE_DATABASE, USER="no_such_role_4f1d", PASSWORD=""),
+)
+if _configured.get("HOST") == "127.0.0.1":  # a TCP server: 127.1 is the same address
+    CONNECTIONS["ALIAS"] = url_of(OWN_DATABASE, HOST="127.1")
 for _name, _url in CONNECTIONS.items():
     os.environ[f"SHARDLINE_PG_CONNECTION_{_name}"] = _url
 
