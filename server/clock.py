@@ -4,33 +4,35 @@ Holders cannot heartbeat to a service that is down, while their leases run
 out by the database's clock: after a 10 s database stop, 10 s leases were
 taken back from live holders and their items read twice. So the service
 keeps a clock row (migrations/0020) of when it last reached the database,
-and the first request after a silence in it gives the leases that were live
-when it last spoke the time the silence took from them (service_clock.sql),
-before anything can take them back.
+and the first touch after a silence in it moves every lease that was live
+when the service last spoke forward by the silence (service_clock.sql),
+before anything can take it back.
 
-- Every web process touches the row about once a second (``TICK``): on a
-  thread of its own (with a connection of its own), so that an idle service
-  is not taken for one that is down, and before each API request that finds its process's last touch over
-  a tick old. Only take.sql takes leases back, and only requests under
-  /api/v1/ run it, each through this middleware, whether a thread runs it or
-  the ASGI gateway runs it again after a wait (server/gateway.py; a parked
-  take answered without running reclaims nothing, and its expiry recheck
-  only reads). On the lease hot path this costs a monotonic-clock read; one
-  statement a second per process besides.
+- Every web process touches the row about once a second (``TICK``): from a
+  thread with a connection of its own, so that an idle service is not taken
+  for one that was down (a dead holder's lease would otherwise be moved at
+  each idle spell, and never taken back while its job's other workers wait
+  on the server), and before any API request once its last touch is a tick
+  old. Only take.sql takes leases back, and only /api/v1/ requests run it,
+  each through this middleware, also when the ASGI gateway runs a waiting
+  one again (server/gateway.py; a parked take answered without running
+  reclaims nothing, and its expiry recheck only reads). On the lease hot
+  path this costs a monotonic-clock read.
 - A silence is one over ``GAP``: while any process serves, touches are at
-  most a tick apart, so over ``GAP`` every process, or the database, was
-  down. Within a tick of its own touch a process skips the check: no
-  silence over ``GAP`` can have begun and ended since. Shorter outages are
-  not given back; a heartbeat every third of a lease leaves two thirds of
-  it, so leases of 3 s and more ride them out as they are.
-- Only a silence moves leases, by the time each had left when it began, so
-  a lease whose holder died gains at most that once per outage, and no
-  lease is ever shortened. A process starved of the CPU for over ``GAP``
-  gives the live leases that much more, which nobody's correctness rests on.
+  most about a tick apart, so over ``GAP`` every process, or the database,
+  was down. A process that touched within the last tick skips the check:
+  no silence over ``GAP`` can have begun and ended since. Outages under
+  ``GAP`` are not given back; a lease heartbeated every third of its
+  timeout rides them out if that is a few seconds or more.
+- Each lease keeps the time it had left when the silence began: one that
+  had expired by then stays expired, a dead holder's gains at most that
+  much per outage, and none is ever shortened. A process starved of the CPU
+  for over ``GAP`` gives the live leases that much more, and nothing else.
 
-Off outside a server process (the in-process test client runs inside a test
-transaction whose leases a test sets by hand): on under gunicorn (how every
-deployment serves, ``SERVER_SOFTWARE`` set), or with SHARDLINE_SERVICE_CLOCK=1.
+On in server processes: under gunicorn (``SERVER_SOFTWARE``: ``make run``,
+docker-compose, the tests' servers), or with SHARDLINE_SERVICE_CLOCK=1. Off
+elsewhere: the in-process test client's requests run inside each test's
+transaction, where tests set lease expiries by hand.
 """
 
 from __future__ import annotations
@@ -130,12 +132,15 @@ class ServiceClock:
 
 def _connect():
     import psycopg
+    from django.conf import settings
     from django.db import connections
 
     keywords = {d.keyword.decode() for d in psycopg.pq.Conninfo.get_defaults()}
     params = {k: v for k, v in connections["default"].get_connection_params().items() if k in keywords}
     params["application_name"] = f"{params.get('application_name') or 'shardline'}:clock"
     params.setdefault("connect_timeout", 5)
+    if not settings.SHARDLINE_PREPARED_STATEMENTS:
+        params["prepare_threshold"] = None  # a pooler sharing server sessions (see server/sql)
     return psycopg.connect(**params, autocommit=True)
 
 
