@@ -34,7 +34,7 @@ import re
 
 from a2wsgi import WSGIMiddleware
 
-from . import metrics, parking, waiting
+from . import body_limits, memory, metrics, parking, waiting
 from .api.waits import GATEWAY_HEADER, WAIT_HEADER, Wait
 
 # The requests that may wait: a take, and the heartbeat of many leases.
@@ -55,12 +55,31 @@ class Gateway:
         if scope["type"] != "http":
             return await self.inner(scope, receive, send)
         headers = [(name, value) for name, value in scope["headers"] if name != GATEWAY_HEADER]
+        limit = body_limits.limit(scope["method"], scope["path"])
+        length = next((value for name, value in headers if name == b"content-length"), None)
+        if length is not None and length.isdigit() and int(length) > limit:
+            return await _too_large(send, limit)  # nothing of the body read
+        if length is None and any(name == b"transfer-encoding" for name, _ in headers):
+            # Chunked: its size shows only as it comes. Kept up to the limit
+            # (the app gets it with its length, which Django needs to read it).
+            chunks, size = await _read_chunks(receive, limit)
+            if chunks is None:
+                return await _too_large(send, limit)
+            headers = [(n, v) for n, v in headers if n != b"transfer-encoding"] + [(b"content-length", b"%d" % size)]
+            receive = _replay_chunks(chunks, receive)
         if scope["method"] != "POST" or not WAITING.match(scope["path"]):
-            return await self.inner({**scope, "headers": headers}, receive, send)
+            try:
+                return await self.inner({**scope, "headers": headers}, receive, send)
+            finally:
+                if length is not None and length.isdigit() and int(length) >= memory.LARGE_BODY:
+                    await memory.give_back()
         body, complete = await _read_body(receive)
         if not complete:  # too large to keep: once, as it is
             return await self.inner({**scope, "headers": headers}, _replay(body, receive), send)
-        key = parking.key_of(scope["path"], headers, body)
+        try:
+            key = parking.key_of(scope["path"], headers, body)
+        except RecursionError:  # JSON nested too deep to read: Django's parser answers it, unparked
+            key = None
         scope = {**scope, "headers": [*headers, (GATEWAY_HEADER, b"1")]}
         loop = asyncio.get_running_loop()
         deadline = None
@@ -172,6 +191,44 @@ async def _read_body(receive) -> tuple[bytes, bool]:
             return b"".join(chunks), True
         if size > MAX_KEPT_BODY:
             return b"".join(chunks), False
+
+
+async def _too_large(send, limit: int) -> None:
+    body = json.dumps({"error": "too_large", "message": body_limits.message(limit)}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", b"%d" % len(body)),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _read_chunks(receive, limit: int) -> tuple[list[bytes] | None, int]:
+    """A chunked body's pieces and size; (None, size) as soon as it is larger than ``limit`` (the rest unread)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return chunks, size
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > limit:
+            return None, size
+        if not message.get("more_body", False):
+            return chunks, size
+
+
+def _replay_chunks(chunks: list[bytes], rest):
+    """A ``receive`` that hands out ``chunks`` (each let go of once handed), then the client's own messages."""
+    chunks.reverse()
+
+    async def receive():
+        if chunks:
+            return {"type": "http.request", "body": chunks.pop(), "more_body": bool(chunks)}
+        return await rest()
+
+    return receive
 
 
 def _replay(body: bytes, rest):

@@ -5,8 +5,10 @@ import math
 import re
 
 from django.conf import settings
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import APIException, ParseError
 from rest_framework.parsers import JSONParser
+
+from .. import body_limits
 
 # A lone UTF-16 surrogate can only come from a \uD800-\uDFFF escape (the body
 # itself is strict UTF-8). JSON accepts one unpaired; no encoder, Postgres
@@ -16,16 +18,26 @@ SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+class BodyTooLarge(APIException):
+    status_code = 413
+    default_code = "too_large"
+
+
 class StrictJSONParser(JSONParser):
     """Bounded size, UTF-8 only, text only (no lone surrogates), no NaN/Infinity, bounded nesting."""
 
     max_depth = 32
 
     def parse(self, stream, media_type=None, parser_context=None):
-        limit = settings.SHARDLINE_MAX_BODY_BYTES
+        request = (parser_context or {}).get("request")
+        limit = (
+            body_limits.limit(request.method, request.path)
+            if request is not None
+            else settings.SHARDLINE_MAX_BODY_BYTES
+        )
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
-            raise ParseError(f"request body is larger than {limit} bytes (SHARDLINE_MAX_BODY_BYTES)")
+            raise BodyTooLarge(body_limits.message(limit))
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -137,3 +137,9 @@ def test_path_traversal_without_num_slices_is_only_a_string(post, body):
     name = f"trav-{uuid.uuid4().hex[:6]}"
     response = post(json.dumps({"name": name, **body}).encode())
     assert response.status_code == 201, response.text
+
+
+def test_deep_nesting_in_a_take_that_may_wait_is_refused(post):
+    # The ASGI gateway looks into a waiting take's body (to park it) before Django parses it.
+    body = b'{"worker": "w", "wait": 1, "x": ' + b"[" * 20000 + b"]" * 20000 + b"}"
+    assert_refused(post(body, path="/api/v1/jobs/1/leases/"))
