@@ -292,11 +292,23 @@ def test_a_missing_table_fails_the_job_at_slicing_naming_it(tmp_path, live_icebe
     for work, message in (
         (f"delta://{tmp_path}/nowhere", f"no Delta table at {tmp_path}/nowhere"),
         (f"iceberg://shardline-tests/{namespace}.nowhere", f"no table {namespace}.nowhere in catalog shardline-tests"),
-        ("iceberg://unconfigured/ns.t", "configure pyiceberg's catalog unconfigured"),
     ):
         failed = create_job([work], num_slices=2)
         assert failed["state"] == "failed", work
         assert failed["error"].startswith(work) and message in failed["error"], failed["error"]
+
+
+def test_a_catalog_that_is_no_data_root_is_refused_at_creation(live_api):
+    response = live_api("worker").post(
+        "/api/v1/jobs/", {"name": f"tables-{uuid.uuid4().hex[:12]}", "works": ["iceberg://unconfigured/ns.t"]}
+    )
+    assert response.status_code == 400
+    assert "iceberg://unconfigured: outside the allowed data roots" in response.json()["message"]
+
+
+def test_an_unconfigured_catalog_fails_slicing_saying_how_to_configure_it():
+    with pytest.raises(sources.SourceError, match="configure pyiceberg's catalog unconfigured"):
+        lakehouse.expand("iceberg://unconfigured/ns.t", None)
 
 
 # -- in-process: the slicer's answers without a server --------------------------------
