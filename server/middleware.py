@@ -30,3 +30,20 @@ class DatabaseUnavailableMiddleware:
             )
         response["Retry-After"] = "1"
         return response
+
+
+class SingleQueryValuesMiddleware:
+    """An API query parameter given twice is a 400: every one is a single value (the schema says so), and
+    taking the last one silently would answer a question that was not asked."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.path.startswith("/api/"):
+            repeated = sorted(name for name, values in request.GET.lists() if len(values) > 1)
+            if repeated:
+                fields = {name: ["given more than once"] for name in repeated}
+                message = "invalid input: " + "; ".join(f"{name}: given more than once" for name in repeated)
+                return JsonResponse({"error": "invalid", "message": message, "fields": fields}, status=400)
+        return self.get_response(request)

@@ -67,6 +67,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "server.middleware.DatabaseUnavailableMiddleware",
+    # An API query parameter given twice is a 400.
+    "server.middleware.SingleQueryValuesMiddleware",
     "server.clock.ServiceClockMiddleware",
 ]
 
@@ -266,6 +268,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Every operation's error answers, strict request bodies, query bounds (server/api/schema.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "server.api.schema.postprocess"],
 }
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")

@@ -20,7 +20,7 @@ from ..services.jobs import JobSpec
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 MAX_ITEM_LENGTH = 4096
 # What a work string must match: something besides whitespace, and no NUL.
-WORK_PATTERN = r"^[^\x00]*\S[^\x00]*$"
+WORK_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"
 MAX_WORKER_LENGTH = 255
 MAX_ERROR_LENGTH = 8192
 BIGINT_MAX = 2**63 - 1
@@ -301,7 +301,7 @@ class SplitSerializer(TokenSerializer):
 
 
 class ExtendManySerializer(StrictSerializer):
-    leases = LeaseRefSerializer(many=True)
+    leases = LeaseRefSerializer(many=True, min_length=1, max_length=settings.SHARDLINE_MAX_TAKE)
     waiting = serializers.BooleanField(
         required=False,
         allow_null=True,

@@ -91,5 +91,5 @@ def test_malformed_bodies_are_a_4xx(worker_client, raw, content_type):
 def test_oversized_body_is_refused(worker_client, settings):
     settings.SHARDLINE_MAX_BODY_BYTES = 2048
     response = worker_client.post("/api/v1/jobs/", {"name": "big", "works": ["/x" * 50] * 50}, format="json")
-    assert response.status_code == 400
+    assert response.status_code == 413
     assert "larger than 2048 bytes" in response.json()["message"]

@@ -1,0 +1,44 @@
+"""The OpenAPI schema is a contract a generated client can trust (server/api/schema.py): every operation
+documents its error answers with the one error body, request bodies refuse unknown fields, works is the
+array of strings it is, and ids and pages carry the bounds the server checks."""
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def schema(client):
+    response = client.get("/api/schema/")
+    assert response.status_code == 200
+    return yaml.safe_load(response.content)
+
+
+def test_every_operation_documents_its_error_answers(schema):
+    for path, operations in schema["paths"].items():
+        if not path.startswith("/api/v1/"):
+            continue
+        for method, operation in operations.items():
+            for status in ("400", "401", "403", "404", "413", "503"):
+                assert status in operation["responses"], (method, path, status)
+
+
+def test_request_bodies_refuse_unknown_fields(schema):
+    requests = {name: s for name, s in schema["components"]["schemas"].items() if name.endswith("Request")}
+    assert {"JobCreateRequest", "TakeRequest", "CompleteRequest"} <= set(requests)
+    for name, body in requests.items():
+        assert body["additionalProperties"] is False, name
+
+
+def test_works_is_an_array_of_strings(schema):
+    works = schema["components"]["schemas"]["JobCreateRequest"]["properties"]["works"]
+    assert works["type"] == "array" and works["minItems"] == 1
+    assert works["items"]["type"] == "string" and works["items"]["maxLength"] == 4096
+
+
+def test_ids_and_pages_carry_their_bounds(schema):
+    (parameter,) = [p for p in schema["paths"]["/api/v1/jobs/{job_id}/"]["get"]["parameters"] if p["in"] == "path"]
+    assert parameter["schema"]["maximum"] == 2**63 - 1
+    page = {p["name"]: p["schema"] for p in schema["paths"]["/api/v1/jobs/"]["get"]["parameters"]}
+    assert page["page"]["minimum"] == 1 and page["page_size"]["maximum"] == 500
