@@ -24,7 +24,6 @@ from .views import ERROR, validated
 
 
 class TakeView(APIView):
-
     @extend_schema(
         request=take_body.TakeSerializer,
         parameters=[
@@ -103,7 +102,6 @@ def _take_answer(result: lease_service.TakeResult) -> dict:
 
 
 class CompleteView(APIView):
-
     @extend_schema(
         request=s.CompleteSerializer,
         responses={
@@ -119,7 +117,6 @@ class CompleteView(APIView):
 
 
 class FailView(APIView):
-
     @extend_schema(
         request=s.FailSerializer,
         responses={
@@ -142,7 +139,6 @@ class FailView(APIView):
 
 
 class ReleaseView(APIView):
-
     @extend_schema(
         request=s.ReleaseSerializer,
         responses={
@@ -158,7 +154,6 @@ class ReleaseView(APIView):
 
 
 class ExtendView(APIView):
-
     @extend_schema(
         request=s.TokenSerializer,
         responses={
@@ -182,7 +177,6 @@ class ExtendView(APIView):
 
 
 class ExtendManyView(APIView):
-
     @extend_schema(
         request=s.ExtendManySerializer,
         responses={200: r.ExtendResponseSerializer},
@@ -216,7 +210,6 @@ class ExtendManyView(APIView):
 
 
 class SplitView(APIView):
-
     @extend_schema(
         request=s.SplitSerializer,
         responses={200: r.SplitResponseSerializer, 400: ERROR, 409: ERROR},

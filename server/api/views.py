@@ -78,7 +78,6 @@ class JobListCreateView(generics.ListAPIView):
 
 
 class JobDetailView(APIView):
-
     @extend_schema(responses={200: r.JobSerializer, 404: ERROR}, summary="One job")
     def get(self, request, job_id: int):
         return Response(r.JobSerializer(visible_job(request, job_id)).data)
@@ -107,7 +106,6 @@ class CancelJobView(_JobActionView):
 
 
 class RetryFailedView(APIView):
-
     @extend_schema(
         request=None,
         responses={
@@ -124,7 +122,6 @@ class RetryFailedView(APIView):
 
 
 class WatermarksView(APIView):
-
     @extend_schema(
         responses={200: r.WatermarksSerializer, 404: ERROR}, summary="Totals, per-epoch counts, rate and ETA"
     )
@@ -134,7 +131,6 @@ class WatermarksView(APIView):
 
 
 class RecordsView(APIView):
-
     @extend_schema(
         parameters=[s.RecordsQuerySerializer],
         responses={200: r.RecordsSerializer, 400: ERROR, 404: ERROR},
@@ -222,7 +218,6 @@ class WorkersView(generics.ListAPIView):
 
 
 class SnapshotCreateView(APIView):
-
     @extend_schema(
         request=s.SnapshotCreateSerializer,
         responses={201: r.SnapshotSerializer, 400: ERROR, 404: ERROR},
@@ -236,7 +231,6 @@ class SnapshotCreateView(APIView):
 
 
 class SnapshotRestoreView(APIView):
-
     @extend_schema(
         request=s.RestoreSerializer,
         responses={200: r.RestoreResponseSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
@@ -255,7 +249,6 @@ class SnapshotRestoreView(APIView):
 
 
 class ItemHistoryView(APIView):
-
     @extend_schema(
         responses={200: r.ItemHistorySerializer, 404: ERROR},
         summary="An item's history: completions and leases rolled back by restores, the restores, and its current lease",
