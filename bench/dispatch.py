@@ -75,6 +75,8 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
                     "upto": None,
                     "from": None,
                     "sync": False,
+                    "holder": None,  # the server itself (server/callers.py)
+                    "scope": None,
                 }
                 cur.execute(execute, [params[key] for key in names])
                 rows = cur.fetchall()

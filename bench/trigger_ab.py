@@ -72,6 +72,8 @@ def _heartbeat_loop(dsn: str, job: dict, seconds: float, start_at: float):
             "upto": None,
             "from": None,
             "sync": False,
+            "holder": None,  # the server itself (server/callers.py)
+            "scope": None,
         }
         rows = conn.execute(job["take"], params).fetchall()
         held = [(row[6], row[7]) for row in rows if row[6] is not None]

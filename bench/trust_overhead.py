@@ -17,8 +17,9 @@ Each configuration has its own job of --items items. Every round runs
 bench/dispatch.py's http-keyed arm (C client processes, count=1, the previous
 lease's completion piggybacked, an Idempotency-Key per take, kept-alive
 connections) against each configuration in turn (base, now, scoped, base,
-...), so the machine's noise falls on all alike; a short warm-up round of
-each comes first and is not counted. Prints each round, the median items/s
+..., the order turning each round), so the machine's noise falls on all alike; a short warm-up round of
+each comes first and is not counted. Both databases are vacuumed after each
+measurement, as autovacuum would (it is off on some machines). Prints each round, the median items/s
 per configuration and the ratios now/base and scoped/base (issue 25's bar:
 >= 0.95).
 """
@@ -189,11 +190,25 @@ def main():
             clients = [(i, (None,)) for i in range(args.clients)]
             return dispatch.run_arm(dispatch.http_client, lambda i: (url, key, job_id, 1, True), clients, seconds)
 
+        def vacuumed(result):
+            # What autovacuum does in a deployment (it is off on some
+            # machines, where dead rows pile up): the now database takes two
+            # configurations' writes, and without this its plans slow first.
+            for url in urls.values():
+                with psycopg.connect(url, autocommit=True) as db:
+                    db.execute("VACUUM ANALYZE")
+            return result
+
         for name in configs:
-            measure(name, args.warmup)
+            vacuumed(measure(name, args.warmup))
         rounds = []
         for number in range(1, args.rounds + 1):
-            rounds.append({name: measure(name, args.seconds) for name in configs})
+            # The order turns each round: whichever configuration follows
+            # another server's turn finds its own server cold.
+            names = list(configs)
+            order = names[number % len(names) :] + names[: number % len(names)]
+            measured = {name: vacuumed(measure(name, args.seconds)) for name in order}
+            rounds.append({name: measured[name] for name in configs})
             print(
                 f"round {number}: "
                 + ", ".join(f"{n} {r['items_per_s']:.0f}/s p50 {r['p50_ms']:.1f} ms" for n, r in rounds[-1].items()),

@@ -9,6 +9,8 @@
   3...) anyone could guess.
 - ``shardline_job_in_scope(job, scope)``: the rule of server/callers.py for a
   scoped token, as the lease statements check it.
+  Both in plpgsql: a SQL function Postgres cannot inline is planned again on
+  every call, and these run on every lease (bench/RESULTS.md, "Trust checks").
 - ``shardline_take_request`` keyed by (job, holder, key): an Idempotency-Key
   is the caller's. Its rows live minutes (a retry window), so they are
   dropped rather than given a holder they never had.
@@ -23,19 +25,24 @@ from django.db import migrations, models
 FUNCTIONS = r"""
 DROP SEQUENCE IF EXISTS shardline_token_seq;
 CREATE OR REPLACE FUNCTION shardline_fencing_token() RETURNS bigint
-LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE AS $$
+DECLARE
+    u text := replace(gen_random_uuid()::text, '-', '');
+BEGIN
     -- 16 hex digits of a version-4 UUID, skipping its version digit (the
     -- 13th) and its variant digit (the 17th, two fixed bits): 64 random
     -- bits, of which the sign bit is dropped.
-    SELECT greatest(
+    RETURN greatest(
         ('x' || substr(u, 1, 12) || substr(u, 14, 3) || substr(u, 18, 1))::bit(64)::bigint & 9223372036854775807,
-        1)
-      FROM replace(gen_random_uuid()::text, '-', '') AS u
+        1);
+END
 $$;
 
 CREATE OR REPLACE FUNCTION shardline_job_in_scope(job bigint, scope text[]) RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT scope IS NULL OR EXISTS (SELECT FROM shardline_job AS j WHERE j.id = job AND j.name ~ ANY (scope))
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN scope IS NULL OR EXISTS (SELECT FROM shardline_job AS j WHERE j.id = job AND j.name ~ ANY (scope));
+END
 $$;
 """
 

@@ -45,7 +45,10 @@
 --              was asked for), and the session answering it (a repeat
 --              waits for its answer only while that session lives). The
 --              worker's records older than %(ttl)s
---              seconds go on the way (an index range of its own rows).
+--              seconds go on the way (an index range of its own rows:
+--              whoever sent them, they are past use; asking for the holder
+--              too made Postgres read every key the user sent in the TTL,
+--              bench/RESULTS.md "Trust checks").
 -- What done, reclaimed and leased change besides the items (the counters,
 -- completions per minute, the completing worker's credit) is written once
 -- for the whole statement by the trigger on shardline_item (migrations/0010).
@@ -66,7 +69,9 @@ WITH req AS (
            seq = nextval('shardline_completion_seq')
       FROM req AS r
      WHERE i.id = r.id AND i.job_id = %(job)s AND i.state = 'leased' AND i.token = r.token
-       AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint AND shardline_job_in_scope(i.job_id, %(scope)s::text[])
+       AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint
+       -- Once per statement, not per row the plan passes on its way.
+       AND (SELECT shardline_job_in_scope(%(job)s, %(scope)s::text[]))
  RETURNING i.id, i.duration
 ), job AS (
     SELECT id, state, lease_timeout, max_attempts, num_epochs, epochs_materialised, units_count
@@ -197,7 +202,6 @@ WITH req AS (
 ), dropped AS (
     DELETE FROM shardline_take_request
      WHERE %(key)s::text IS NOT NULL AND job_id = %(job)s AND worker = %(worker)s
-       AND holder = coalesce(%(holder)s::bigint, 0)
        AND created_at < now() - make_interval(secs => %(ttl)s)
 ), claimed AS (
     INSERT INTO shardline_take_request (job_id, holder, key, worker, leases, tokens, whole, created_at, backend)
