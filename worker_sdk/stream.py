@@ -16,6 +16,7 @@ server stops counting its leases as worth waiting for (server/sql/at_end.sql).
 from __future__ import annotations
 
 import collections
+import logging
 import random
 import threading
 from typing import Callable, Iterable, Iterator
@@ -23,6 +24,8 @@ from typing import Callable, Iterable, Iterator
 from . import errors
 from .leaser import Lease, Leaser, mark_at_end, process_waits
 from .tracker import RangeTracker
+
+log = logging.getLogger("worker_sdk")
 
 _NOTHING = object()
 
@@ -105,6 +108,8 @@ class Stream:
         # new until it returns (a closing consumer need not wait for it).
         self.taking = False
         self._stopped = threading.Event()
+        # The pause last logged: said once when a pause begins, not at every take while it lasts.
+        self._paused: str | None = None
 
     def next(self) -> Lease:
         """The next lease; QueueExhausted at the end (JobCancelledError, JobFailedError when the job says so)."""
@@ -139,6 +144,7 @@ class Stream:
                 finally:
                     self.taking = False
                 finished = []
+                self._say_paused(answer.get("paused"))
                 if leases:
                     self.open.append(leases[0])
                     return leases[0]
@@ -156,6 +162,13 @@ class Stream:
                     raise QueueExhausted(f"work queue {self.name}: the consumer stopped")
         finally:
             mark_at_end(self, self._holds_at_end())
+
+    def _say_paused(self, paused: str | None) -> None:
+        if paused and paused != self._paused:
+            log.warning("work queue %s waits: %s", self.name, paused)
+        elif self._paused and not paused:
+            log.info("work queue %s: the job was resumed", self.name)
+        self._paused = paused
 
     def leases(self) -> Iterator[Lease]:
         """``next()`` until the queue ends; closed before its end (the consumer stopped), it gives back what is open.

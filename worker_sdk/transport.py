@@ -109,6 +109,13 @@ class Transport:
                 if response.status_code < 400:
                     return response.json() if response.content else None
                 body = _json_body(response)
+                if response.status_code == 401 and not self.token:
+                    # The server's "credentials were not provided" does not say where they come from.
+                    body = {
+                        **body,
+                        "message": "no token: set SHARDLINE_TOKEN (or pass token=...) to a key from "
+                        "`manage.py create_token NAME --role worker` on the server",
+                    }
                 if response.status_code not in RETRY_STATUSES:
                     raise errors.from_response(response.status_code, body)
                 problem = f"HTTP {response.status_code}: {body.get('message', '')}"

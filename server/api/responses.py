@@ -169,6 +169,10 @@ class TakeResponseSerializer(serializers.Serializer):
         "themselves, or expired). 0: the caller is at its end; what is left is its own consumer's or "
         "held by consumers that wait too.",
     )
+    paused = serializers.CharField(
+        allow_null=True,
+        help_text="When the job is paused: who paused it and when (nothing is handed out until it is resumed).",
+    )
 
 
 class ExtendResponseSerializer(serializers.Serializer):

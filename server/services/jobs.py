@@ -206,14 +206,28 @@ def _refusal(job: Job, action: str) -> InvalidTransition:
     return InvalidTransition(f"cannot {action} job {job.name!r}: it is {job.state}")
 
 
-def cancellation_message(job: Job) -> str:
-    """Who cancelled the job and when, as its workers are told."""
+def _last_action(job: Job, action: str) -> str:
+    """`` by WHO at WHEN`` of the job's latest ``action`` (from its state events), as its workers are told."""
     event = (
-        Event.objects.filter(job=job, kind=EventKind.STATE, message__endswith="(cancel)").order_by("-at", "-id").first()
+        Event.objects.filter(job=job, kind=EventKind.STATE, message__endswith=f"({action})")
+        .order_by("-at", "-id")
+        .first()
     )
     who = f" by {event.worker}" if event is not None and event.worker else ""
-    when = (event.at if event is not None else job.finished_at or job.updated_at).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return f"job {job.name!r} was cancelled{who} at {when}; its unread items will not be handed out"
+    when = (event.at if event is not None else job.updated_at).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{who} at {when}"
+
+
+def cancellation_message(job: Job) -> str:
+    """Who cancelled the job and when, as its workers are told."""
+    return (
+        f"job {job.name!r} was cancelled{_last_action(job, JobAction.CANCEL)}; its unread items will not be handed out"
+    )
+
+
+def pause_message(job: Job) -> str:
+    """Who paused the job and when, as its waiting workers are told."""
+    return f"job {job.name!r} was paused{_last_action(job, JobAction.PAUSE)}; takes wait until it is resumed"
 
 
 def mark_running(job_id: int) -> None:

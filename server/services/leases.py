@@ -97,6 +97,8 @@ class TakeResult:
     # until the earliest lease expiry, when waiting must end regardless.
     waitable: bool = False
     wake_by: float | None = None
+    # Why nothing comes while the job is paused: who paused it, and when.
+    paused: str | None = None
 
 
 def take(
@@ -200,6 +202,8 @@ def _not_active(job_id: int, state: str, result: TakeResult) -> TakeResult:
     else:  # paused, or still slicing
         result.retry_after = RETRY_PAUSED
         result.waitable = True
+        if state == JobState.PAUSED:
+            result.paused = jobs.pause_message(jobs.get_job(job_id))
     return result
 
 

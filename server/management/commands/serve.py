@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ import time
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from server import embedded_pg
 from server.conf import env_int, env_str
@@ -38,6 +39,24 @@ def _broker() -> str:
     return "filesystem (no server needed)" if url == "filesystem://" else url.split("@")[-1]
 
 
+def _check_port(host: str, port: int) -> None:
+    """Refuses a port another program listens on, before anything starts or says it runs.
+
+    gunicorn would log "Connection in use" five times and exit, after the
+    banner said the server was running.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CommandError(
+                f"cannot serve on {host}:{port}: {exc.strerror}. Another program listens there: stop it, or "
+                f"choose another port, e.g. SHARDLINE_PORT={port + 1} make run"
+            ) from None
+
+
 class Command(BaseCommand):
     help = "Migrate, create an admin and a sample job if missing, and serve the web app until Ctrl-C."
 
@@ -48,6 +67,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-sample", action="store_true", help="do not create the sample job")
 
     def handle(self, host, port, workers, no_sample, **options):
+        _check_port(host, port)
         call_command("migrate", interactive=False, verbosity=0)
         login = self._ensure_admin()
         sample = None if no_sample else self._ensure_sample_job()
@@ -184,6 +204,7 @@ class Command(BaseCommand):
                 child.send_signal(signal.SIGTERM)
 
     def _wait(self, children):
+        failed = False
         try:
             if self._stopping:  # Ctrl-C came while they started
                 self._stop(children)
@@ -194,6 +215,7 @@ class Command(BaseCommand):
                     pass
                 if not self._stopping and any(child.poll() is not None for child in children):
                     self.stderr.write("a server process exited; stopping the others")
+                    failed = True
                     self._stop(children)
             for child in children:
                 try:
@@ -204,6 +226,8 @@ class Command(BaseCommand):
             if settings.DATABASE_IS_EMBEDDED:
                 self._stop_embedded_postgres()
             self.stdout.write("stopped")
+        if failed:
+            raise CommandError("a server process exited on its own (its log is above)")
 
     def _stop_embedded_postgres(self):
         # Whoever started it (this command, or an earlier `manage.py migrate`):
