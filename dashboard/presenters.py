@@ -205,26 +205,52 @@ def timeline_chart(data: dict) -> dict:
 CONNECT_MAX_WORKS = 10
 
 
-def connect_snippet(job, units: list[str], server_url: str) -> dict:
-    """How a training script attaches to this job: the environment and the ``WorkQueue(...)`` line.
+def connect_snippet(job, works: list[str] | None, server_url: str, works_url: str | None) -> dict:
+    """How a training script attaches to this job: the environment and a ``WorkQueue(...)`` call that runs.
 
-    ``name=<job name>, run=""`` names the job exactly (an empty run ignores
-    SHARDLINE_RUN). The spec must be the job's: the works (listed when there
-    are few and the job is not sliced, since a sliced job's units are its
-    slices), epochs, shuffle, seed, prefix and slices.
+    ``works`` is the list the job was created with (without its prefix), or
+    None when the server cannot tell it (it keeps only a digest, and slicing
+    replaced the units). A short list is written out; a longer one is read
+    from works.json (the page links it at ``works_url``). The SDK names its
+    job ``name`` or ``name.run``: a job whose name has a run passes it, others
+    leave SHARDLINE_RUN to the user (the env lines say what it would do).
     """
-    prefix = job.prefix or ""
-    if not job.num_slices and len(units) <= CONNECT_MAX_WORKS:
-        works = "[" + ", ".join(repr(unit[len(prefix) :]) for unit in units) + "]"
+    queue, run = queue_of(job.name)
+    count = job.works_count
+    lines = ["from worker_sdk import WorkQueue", ""]
+    if works is not None and len(works) <= CONNECT_MAX_WORKS:
+        works_arg = "[" + ", ".join(repr(work) for work in works) + "]"
     else:
-        works = f"works  # the {job.works_count} works this job was created with, in the same order"
-    args = [works, f"num_epochs={job.num_epochs}", f"shuffle={job.shuffle}", f"seed={job.seed}"]
+        if works is not None:
+            source = [f"# The {count} works this job was created with, in order: works.json from {works_url}"]
+        else:
+            source = [
+                f"# The {count} works this job was created with, in the same order, as a JSON list in works.json",
+                "# (the server keeps only their digest: another list answers 409 naming works).",
+            ]
+        lines = [
+            "import json",
+            "",
+            *lines,
+            *source,
+            'with open("works.json") as file:',
+            "    works = json.load(file)",
+            "",
+        ]
+        works_arg = "works"
+    args = [works_arg, f"num_epochs={job.num_epochs}", f"shuffle={job.shuffle}", f"seed={job.seed}"]
     if job.prefix:
         args.append(f"prefix={job.prefix!r}")
     if job.num_slices:
         args.append(f"num_slices={job.num_slices}")
-    args += [f"name={job.name!r}", 'run=""']
-    return {
-        "env": f"export SHARDLINE_URL={server_url}\nexport SHARDLINE_TOKEN=...  # a worker token: manage.py create_token NAME --role worker",
-        "code": "from worker_sdk import WorkQueue\n\nwork_queue = WorkQueue(\n    " + ",\n    ".join(args) + ",\n)",
-    }
+    args.append(f"name={(queue if run else job.name)!r}")
+    if run:
+        args.append(f"run={run!r}")
+    lines += ["work_queue = WorkQueue(", *(f"    {arg}," for arg in args), ")"]
+    env = [
+        f"export SHARDLINE_URL={server_url}",
+        "export SHARDLINE_TOKEN=...  # a worker token: manage.py create_token NAME --role worker",
+    ]
+    if not run:
+        env.append(f"unset SHARDLINE_RUN  # with a run set, the queue is another job: {job.name}.<run>")
+    return {"env": "\n".join(env), "code": "\n".join(lines)}

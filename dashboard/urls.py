@@ -9,6 +9,7 @@ urlpatterns = [
     path("jobs/table/", views.jobs_table, name="jobs-table"),
     path("jobs/new/", views.job_create, name="job-create"),
     path("jobs/<int:job_id>/", views.job_detail, name="job"),
+    path("jobs/<int:job_id>/works.json", views.job_works, name="job-works"),
     path("jobs/<int:job_id>/live/", views.job_live, name="job-live"),
     path("jobs/<int:job_id>/timeline/", views.job_timeline, name="job-timeline"),
     path("jobs/<int:job_id>/actions/<str:action>/", views.job_action, name="job-action"),

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -18,6 +19,7 @@ from server.models import FINAL_STATES, ROLE_RANK, JobAction, JobState, Role
 from server.services import jobs as job_service
 from server.services import retries, snapshots
 from server.services.accounts import role_of_user
+from server.services.jobs import JobSpec
 
 from .forms import JOB_SORT_COLUMNS, AuditFilterForm, JobForm, JobsFilterForm
 from .presenters import (
@@ -154,19 +156,68 @@ def _actions(job) -> list[tuple[str, str]]:
     return [(action, JobAction(action).label) for action in job.actions if action != JobAction.RESTORE]
 
 
+# A slice's range in its item (formats.slice_item): what slicing added to the work.
+_SLICE_RANGE = re.compile(r"[?&]start=\d+&end=\d+(?=#format=|$)")
+# Past this many slices the page does not read them all back to find the works.
+CONNECT_MAX_UNITS = 20_000
+
+
+def _works_of(job, whole: bool) -> list[str] | None:
+    """The works the job was created with, less its prefix, or None when the server cannot tell them.
+
+    Until slicing replaces them the units are the works themselves (only the
+    first few are read unless ``whole``). A sliced job keeps only the works'
+    digest: its slices, folded back into files, are the works when they hash
+    to it (not when a directory, a glob or a table was expanded).
+    """
+    prefix = job.prefix or ""
+    units_are_works = job.state == JobState.SLICING or job.resume_state == JobState.SLICING
+    units_are_works = units_are_works or not (job.num_slices or job.tables)
+    if units_are_works:
+        units = selectors.unit_names(job, limit=job.works_count if whole else CONNECT_MAX_WORKS + 1)
+        return [unit[len(prefix) :] if unit.startswith(prefix) else unit for unit in units]
+    if job.units_count > CONNECT_MAX_UNITS:
+        return None
+    works: list[str] = []
+    for unit in selectors.unit_names(job, limit=job.units_count):
+        work = _SLICE_RANGE.sub("", unit, count=1)
+        if not work.startswith(prefix):
+            return None
+        if not works or works[-1] != work[len(prefix) :]:
+            works.append(work[len(prefix) :])
+    if JobSpec(name=job.name, works=works).works_digest != job.spec.get("works_digest"):
+        return None
+    return works
+
+
 @login_required
 def job_detail(request, job_id: int):
     _require(request, Role.VIEWER)
     job = _job_or_404(job_id)
     connect = None
     if job.state not in FINAL_STATES:
-        units = selectors.unit_names(job, limit=CONNECT_MAX_WORKS + 1)
-        connect = connect_snippet(job, units, request.build_absolute_uri("/").rstrip("/"))
+        works = _works_of(job, whole=False)
+        works_url = request.build_absolute_uri(reverse("dashboard:job-works", args=[job.id]))
+        connect = connect_snippet(job, works, request.build_absolute_uri("/").rstrip("/"), works_url)
+        connect["works_url"] = works_url if works is not None and len(works) > CONNECT_MAX_WORKS else None
     return render(
         request,
         "dashboard/job_detail.html",
         {**_job_context(request, job), **_timeline_context(job), "connect": connect},
     )
+
+
+@login_required
+def job_works(request, job_id: int):
+    """works.json: the list a training script passes to attach to this job (the snippet reads it)."""
+    _require(request, Role.VIEWER)
+    job = _job_or_404(job_id)
+    works = _works_of(job, whole=True)
+    if works is None:
+        raise Http404("the server keeps only a digest of this job's works")
+    response = JsonResponse(works, safe=False, json_dumps_params={"indent": 0})
+    response["Content-Disposition"] = 'attachment; filename="works.json"'
+    return response
 
 
 def _timeline_context(job) -> dict:

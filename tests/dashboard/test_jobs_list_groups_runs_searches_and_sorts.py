@@ -52,7 +52,7 @@ def test_a_new_job_page_says_how_to_connect(browser_for, worker_client, job_name
     assert "Connect a training script" in html and "export SHARDLINE_URL=http://testserver" in html
     assert (
         "work_queue = WorkQueue(\n    [&#x27;/data/a.csv&#x27;, &#x27;/data/b.csv&#x27;],\n    num_epochs=2,\n"
-        f"    shuffle=False,\n    seed=7,\n    name=&#x27;{job_name}&#x27;,\n    run=&quot;&quot;,\n)"
+        f"    shuffle=False,\n    seed=7,\n    name=&#x27;{job_name}&#x27;,\n)"
     ) in html
 
 
