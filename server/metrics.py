@@ -13,8 +13,39 @@ import os
 import time
 from contextlib import contextmanager
 
+from django.core.exceptions import ImproperlyConfigured
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
+
+
+def _ensure_multiprocess_dir():
+    """Create PROMETHEUS_MULTIPROC_DIR when it is missing, or say why it cannot be.
+
+    prometheus_client writes this process's files there as soon as a metric
+    below is created, so a missing folder failed every command that imports
+    the services (migrate, the Celery worker) with a bare FileNotFoundError on
+    ``gauge_livesum_<pid>.db``. Creating it is safe from any process; wiping
+    old files is the web server's start alone (the image's CMD, ``make run``),
+    since a wipe here would drop the counts of gunicorn workers already running.
+    """
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not folder:
+        return
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"PROMETHEUS_MULTIPROC_DIR={folder!r} does not exist and cannot be created ({exc}); "
+            "point it at a folder this user can write, or unset it"
+        ) from exc
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ImproperlyConfigured(
+            f"PROMETHEUS_MULTIPROC_DIR={folder!r} is not writable by this user (uid {os.getuid()}); "
+            "give it to the user that runs Shardline, or unset it"
+        )
+
+
+_ensure_multiprocess_dir()
 
 LEASE_OPERATIONS = Counter(
     "shardline_lease_operations_total",

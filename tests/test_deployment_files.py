@@ -20,7 +20,11 @@ def test_compose_defines_postgres_migrate_and_web():
     web = services["web"]
     assert web["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert web["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
-    assert "gunicorn server.asgi --worker-class uvicorn_worker.UvicornWorker" in web["command"]
+    # web runs the image's CMD (which wipes old metrics files first).
+    assert "command" not in web
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "gunicorn server.asgi --worker-class uvicorn_worker.UvicornWorker" in dockerfile
+    assert web["environment"]["WEB_CONCURRENCY"] == "${SHARDLINE_WEB_WORKERS:-4}"
     assert "healthz" in " ".join(web["healthcheck"]["test"])
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
     assert services["postgres"]["volumes"] == ["pgdata:/var/lib/postgresql/data"]
@@ -88,3 +92,28 @@ def test_env_example_documents_the_security_and_data_settings():
         "SHARDLINE_LOGIN_WINDOW_SECONDS",
     ):
         assert name in example, name
+
+
+def test_compose_structure_holds_what_docker_compose_config_would_check():
+    # `docker compose config` cannot run here: its checks on references, as data.
+    compose = load_compose()
+    services = compose["services"]
+    declared = set(compose.get("volumes") or {})
+    for name, service in services.items():
+        assert "image" in service or "build" in service, name
+        depends = service.get("depends_on", {})
+        for other, condition in depends.items() if isinstance(depends, dict) else ((d, {}) for d in depends):
+            assert other in services and other != name, f"{name} depends on unknown service {other}"
+            assert condition.get("condition", "service_started") in (
+                "service_started",
+                "service_healthy",
+                "service_completed_successfully",
+            ), name
+            if condition.get("condition") == "service_healthy":
+                assert services[other].get("healthcheck", {}).get("test"), f"{name} waits on {other}'s health check"
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if not source.startswith(("$", ".", "/")):
+                assert source in declared, f"{name} mounts undeclared volume {source}"
+        if service.get("restart") != "no":
+            assert service.get("healthcheck", {}).get("test"), f"{name} has no health check"

@@ -1,0 +1,312 @@
+"""docker-compose.yml's app services start as deployed, without a Docker engine.
+
+The image's filesystem is rebuilt in a temp folder from the Dockerfile (its
+COPY, WORKDIR, ENV and RUN lines), each service then runs its own command (or
+the image's CMD) with only the environment compose would give it: the image's
+ENV, the env_file (.env.example, as an operator copies it), the service's
+``environment`` interpolated the way compose does. Container paths are mapped
+under the temp folder, the ``postgres`` and ``redis`` hosts to this suite's
+servers (a fresh database), the published port to a free one. A folder or a
+variable that one service lacks therefore fails here as it would in compose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    values = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            values[key.strip()] = value.strip()
+    return values
+
+
+def interpolate(text: str, variables: dict[str, str]) -> str:
+    """Compose's interpolation: $$, $VAR, ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}, ${VAR?error}."""
+
+    def replace(match):
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group("braced") or match.group("bare")
+        op, arg = match.group("op"), match.group("arg") or ""
+        value = variables.get(name)
+        if op in (":-", ":?") and value == "":
+            value = None
+        if value is not None:
+            return value
+        if op in (":?", "?"):
+            raise AssertionError(f"compose refuses to start: {name} is required ({arg})")
+        return arg if op in (":-", "-") else ""
+
+    pattern = r"\$\$|\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:-|-|:\?|\?)(?P<arg>[^}]*))?\}|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)"
+    return re.sub(pattern, replace, text)
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    text = (ROOT / "Dockerfile").read_text()
+    lines, current = [], ""
+    for raw in text.splitlines():
+        if not current and (not raw.strip() or raw.lstrip().startswith("#")):
+            continue
+        if raw.rstrip().endswith("\\"):
+            current += raw.rstrip()[:-1] + " "
+            continue
+        current += raw
+        instruction, _, rest = current.strip().partition(" ")
+        lines.append((instruction.upper(), rest.strip()))
+        current = ""
+    return lines
+
+
+class Container:
+    """A service's view of the image, mapped under one temp folder."""
+
+    def __init__(self, root: Path, hosts: dict[str, str], ports: dict[str, str]):
+        self.root = root
+        self.hosts = hosts  # compose service name -> the URL that stands in for it here
+        self.ports = ports  # container port -> free port here
+        self.image_env: dict[str, str] = {}
+        self.workdir = "/"
+        self.cmd: list[str] | None = None
+
+    def path(self, container_path: str) -> Path:
+        return self.root / container_path.lstrip("/")
+
+    def map_value(self, value: str) -> str:
+        parts = []
+        for part in value.split(","):
+            if part.startswith("/"):
+                part = str(self.path(part))
+            else:
+                url = urlsplit(part)
+                if url.scheme and url.hostname in self.hosts:
+                    part = self.hosts[url.hostname]
+            parts.append(part)
+        return ",".join(parts)
+
+    def map_text(self, text: str) -> str:
+        for inside, outside in self.ports.items():
+            text = re.sub(rf":{inside}\b", f":{outside}", text)
+        return text
+
+    def env(self, extra: dict[str, str]) -> dict[str, str]:
+        values = {**self.image_env, **extra}
+        mapped = {key: self.map_value(value) for key, value in values.items()}
+        # Only what a container has besides: a PATH to the image's Python and
+        # the image's HOSTNAME; PYTHONPATH stands in for the installed package.
+        mapped["PATH"] = f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin"
+        mapped["PYTHONPATH"] = str(self.path(self.workdir))
+        mapped["HOSTNAME"] = socket.gethostname()
+        return mapped
+
+    def build(self):
+        ignored = [
+            line.strip().split("/")[-1]
+            for line in (ROOT / ".dockerignore").read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        ]
+        for instruction, rest in dockerfile_instructions():
+            if instruction in ("FROM", "EXPOSE", "USER"):
+                continue
+            if instruction == "WORKDIR":
+                self.workdir = rest
+                self.path(rest).mkdir(parents=True, exist_ok=True)
+            elif instruction == "ENV":
+                for pair in shlex.split(rest):
+                    key, value = pair.split("=", 1)
+                    self.image_env[key] = value
+            elif instruction == "COPY":
+                *sources, dest = shlex.split(rest)
+                target = self.path(dest if dest.startswith("/") else f"{self.workdir}/{dest}")
+                for source in sources:
+                    origin = ROOT / source
+                    if origin.is_dir():
+                        shutil.copytree(origin, target, ignore=shutil.ignore_patterns(*ignored))
+                    else:
+                        target.mkdir(parents=True, exist_ok=True)
+                        shutil.copy2(origin, target / origin.name)
+            elif instruction == "RUN":
+                for step in rest.split("&&"):
+                    self.run_step(step.strip())
+            elif instruction == "CMD":
+                self.cmd = json.loads(rest)
+            else:
+                pytest.fail(f"this test does not know the Dockerfile instruction {instruction} {rest}")
+
+    def run_step(self, step: str):
+        words = shlex.split(step)
+        assignments = {}
+        while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+            key, value = words.pop(0).split("=", 1)
+            assignments[key] = value
+        program = words[0]
+        if program == "pip":
+            return  # this suite's virtualenv has the packages installed
+        if program in ("useradd", "chown"):
+            return  # one user here: whoever runs the tests owns the folders
+        if program == "mkdir":
+            for folder in (word for word in words[1:] if not word.startswith("-")):
+                self.path(folder).mkdir(parents=True, exist_ok=True)
+            return
+        if program == "python":
+            done = subprocess.run(
+                words,
+                cwd=self.path(self.workdir),
+                env=self.env(assignments),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0, f"Dockerfile step {step!r} failed:\n{done.stdout}\n{done.stderr}"
+            return
+        pytest.fail(f"this test does not know how to run the Dockerfile step {step!r}; teach it")
+
+
+def free_port() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return str(sock.getsockname()[1])
+
+
+@pytest.fixture
+def fresh_database():
+    url = os.environ.get("DATABASE_URL")
+    assert url and url.startswith("postgres"), "set DATABASE_URL to a Postgres server to run this test"
+    name = f"sl_compose_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    yield urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def command_of(service: dict, container: Container, variables: dict[str, str]) -> list[str]:
+    command = service.get("command")
+    if command is None:
+        assert container.cmd, "a service without a command needs the image's CMD"
+        return [container.map_text(word) for word in container.cmd]
+    if isinstance(command, str):
+        command = shlex.split(interpolate(command, variables))
+    else:
+        command = [interpolate(word, variables) for word in command]
+    return [container.map_text(word) for word in command]
+
+
+def healthcheck_of(service: dict, container: Container, variables: dict[str, str]) -> list[str]:
+    kind, *test = service["healthcheck"]["test"]
+    test = [container.map_text(interpolate(word, variables)) for word in test]
+    return ["sh", "-c", test[0]] if kind == "CMD-SHELL" else test
+
+
+def stop(process: subprocess.Popen):
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def test_migrate_web_and_worker_start_from_the_image_with_only_what_compose_gives_them(tmp_path, fresh_database):
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    assert broker.startswith("redis://"), "set CELERY_BROKER_URL to a Redis server to run this test"
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    # The operator's .env: the example, as the README says to copy it.
+    dotenv = read_env_file(ROOT / ".env.example")
+    app = {name: service for name, service in services.items() if "build" in service}
+    assert set(app) == {"migrate", "web", "worker"}
+
+    ports = {}
+    for service in app.values():
+        for mapping in service.get("ports", []):
+            ports[interpolate(mapping, dotenv).rsplit(":", 1)[-1]] = free_port()
+    container = Container(tmp_path / "image", {"postgres": fresh_database, "redis": broker}, ports)
+    container.build()
+    for service in app.values():
+        for volume in service.get("volumes", []):
+            container.path(interpolate(volume, dotenv).split(":")[1]).mkdir(parents=True, exist_ok=True)
+
+    def environment_of(name: str) -> dict[str, str]:
+        service = app[name]
+        # The env_file first, then the service's environment over it, as compose does.
+        env_file = dotenv if service.get("env_file") == ".env" else {}
+        environment = {key: interpolate(str(value), dotenv) for key, value in service["environment"].items()}
+        return container.env({**env_file, **environment})
+
+    def start(name: str) -> tuple[subprocess.Popen, Path]:
+        log = tmp_path / f"{name}.log"
+        process = subprocess.Popen(
+            command_of(app[name], container, dotenv),
+            cwd=container.path(container.workdir),
+            env=environment_of(name),
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return process, log
+
+    # compose starts a service after the ones it depends on: migrate first.
+    migrate, log = start("migrate")
+    assert migrate.wait(60) == 0, log.read_text()
+
+    running = {name: start(name) for name in ("web", "worker")}
+    try:
+        deadline = time.monotonic() + 60
+        for name, (process, log) in running.items():
+            while True:
+                assert process.poll() is None, f"{name} exited with {process.returncode}:\n{log.read_text()}"
+                check = subprocess.run(
+                    healthcheck_of(app[name], container, dotenv),
+                    cwd=container.path(container.workdir),
+                    env=environment_of(name),
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
+                if check.returncode == 0:
+                    break
+                assert time.monotonic() < deadline, (
+                    f"{name}'s health check never passed:\n{check.stdout}{check.stderr}\n{log.read_text()}"
+                )
+                time.sleep(1)
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports['8000']}/healthz", timeout=5) as answer:
+            assert answer.status == 200
+        worker_log = running["worker"][1].read_text()
+        assert " ready." in worker_log, worker_log
+        for name, (_process, log) in running.items():
+            text = log.read_text()
+            assert "Traceback" not in text and "ERROR" not in text, f"{name}:\n{text}"
+        metrics_dir = Path(environment_of("web")["PROMETHEUS_MULTIPROC_DIR"])
+        assert any(metrics_dir.glob("*.db")), "the web workers write their metrics where /metrics reads them"
+    finally:
+        for process, _log in running.values():
+            stop(process)
