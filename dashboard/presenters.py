@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+ENDED = ("done", "cancelled", "failed")
+
 
 def _percent(part: int, total: int) -> float:
     return round(100.0 * part / total, 2) if total else 0.0
@@ -38,7 +40,8 @@ def job_row(progress) -> dict:
         "failed_pct": _percent(progress.failed, total),
         # None (shown as a dash) once the job has ended: no rate, no workers.
         "per_minute": None if rate is None else round(rate * 60),
-        "eta": duration(eta) if eta is not None else "—",
+        # An ended job has no ETA (the rate's estimate says 0s once nothing is left).
+        "eta": duration(eta) if eta is not None and progress.job.state not in ENDED else "—",
         "live_workers": progress.live_workers,
         # selectors.jobs() annotates it: from the start to the end, or to now.
         "elapsed": duration(progress.job.elapsed.total_seconds()) if progress.job.elapsed is not None else "—",

@@ -145,15 +145,18 @@ def _job_context(request, job) -> dict:
         "failures": selectors.recent_failures(job),
         "splits": selectors.recent_splits(job),
         "can_act": _can(request, Role.ADMIN),
-        "actions": _actions(job),
+        "actions": _actions(job, job_progress.failed),
+        # Who cancelled it and when, as its workers are told (from the job's events).
+        "cancelled": job_service.cancellation_message(job) if job.state == JobState.CANCELLED else None,
         "snapshots": list(snapshots.list_for(job)[:10]),
         "restores": list(snapshots.restores_for(job)[:5]),
     }
 
 
-def _actions(job) -> list[tuple[str, str]]:
-    # Restore has its own button per snapshot.
-    return [(action, JobAction(action).label) for action in job.actions if action != JobAction.RESTORE]
+def _actions(job, failed: int) -> list[tuple[str, str]]:
+    # Restore has its own button per snapshot; retry is offered only when something failed.
+    hidden = {JobAction.RESTORE} | ({JobAction.RETRY} if not failed else set())
+    return [(action, JobAction(action).label) for action in job.actions if action not in hidden]
 
 
 # A slice's range in its item (formats.slice_item): what slicing added to the work.
