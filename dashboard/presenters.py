@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 ENDED = ("done", "cancelled", "failed")
 
 
@@ -142,6 +144,30 @@ def throughput_chart(samples: list[tuple]) -> dict:
         "right": CHART_WIDTH - 4,
         "bottom": CHART_TOP + plot_h,
     }
+
+
+# What cut.sql records on a split item (its message is fixed text, kept as recorded):
+# the ids of the new items and the worker the split was proposed for follow
+# the record range, and read as if they were records and the pieces' reader.
+_SPLIT = re.compile(
+    r"^split at record (?P<at>\d+): the holder keeps \[(?P<first>\d+), \d+\); records \[\d+, (?P<stop>\d+)\) became "
+    r"(?:item (?P<one>\d+)|(?P<count>\d+) items, (?P<low>\d+) to (?P<high>\d+))(?: for (?P<asker>.+))?$"
+)
+
+
+def split_story(message: str, holder: str = "") -> str:
+    """A split event's message in words that keep records, items and workers apart (others unchanged)."""
+    match = _SPLIT.match(message or "")
+    if match is None:
+        return message
+    m = match.groupdict()
+    items = f"item #{m['one']}" if m["one"] else f"{m['count']} items, #{m['low']} to #{m['high']}"
+    story = (
+        f"split at record {m['at']}: {holder or 'the holder'} keeps records [{m['first']}, {m['at']}); "
+        f"records [{m['at']}, {m['stop']}) became pending {items}"
+    )
+    # The worker that was idle and asked: the pieces go to whichever worker takes them.
+    return story + (f", asked for by idle worker {m['asker']}" if m["asker"] else "")
 
 
 def item_timeline(history: list[dict], events) -> list[dict]:

@@ -3,7 +3,7 @@
 from django import template
 from django.utils import timezone
 
-from ..presenters import duration
+from ..presenters import duration, split_story
 
 register = template.Library()
 
@@ -14,3 +14,11 @@ def seconds_ago(moment) -> str:
     if moment is None:
         return "—"
     return duration(max(0.0, (timezone.now() - moment).total_seconds()))
+
+
+@register.filter
+def split_words(event) -> str:
+    """A split event's message, its records, items and workers told apart (presenters.split_story)."""
+    fields = event if isinstance(event, dict) else vars(event)  # item history entries are dicts, events models
+    message = fields.get("message", "")
+    return split_story(message, fields.get("worker", "")) if fields.get("kind") == "split" else message

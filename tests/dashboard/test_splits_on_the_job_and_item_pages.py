@@ -20,7 +20,7 @@ def test_a_split_shows_on_the_job_page_and_links_its_pieces(browser_for, worker_
     assert "tail splitting on" in page
     assert '<h2>Splits <span class="sub">1 piece split off</span></h2>' in page
     assert f'href="/jobs/{job["id"]}/items/{held["id"]}/">/data/f.csv?start=0&amp;end=250</a>' in page
-    assert f"records [250, 1000) became item {remainder}" in page
+    assert f"records [250, 1000) became pending item #{remainder}" in page
 
     piece = browser.get(f"/jobs/{job['id']}/items/{remainder}/").content.decode()
     assert "/data/f.csv?start=250&amp;end=1000" in piece
