@@ -90,9 +90,7 @@ def refusals(works: list[str], prefix: str | None, num_slices: int | None) -> li
                 connection(full)
                 continue
             if kind is not None:
-                from . import tables
-
-                path = tables.location(full)
+                path = formats.table_location(full)
             elif num_slices:
                 path = formats.split_format(full)[0]
             else:

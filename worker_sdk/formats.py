@@ -92,6 +92,21 @@ def table_kind(work: str) -> str | None:
     return scheme if scheme in LAKEHOUSE_SCHEMES else None
 
 
+def table_location(work: str) -> str:
+    """Where a Delta or Iceberg table lives, as data roots are written (the server checks it against them).
+
+    A Delta table's path or URI (delta:///p -> /p, delta+s3://b/p -> s3://b/p), ``iceberg://catalog``.
+    """
+    parts = urlsplit(work)
+    scheme = parts.scheme.lower()
+    if scheme == "iceberg":
+        return f"iceberg://{parts.netloc}"
+    if scheme == "delta":
+        # delta://host/p names no store: kept as it is, so it matches no root (expand refuses it).
+        return f"delta://{parts.netloc}{parts.path}" if parts.netloc else parts.path
+    return f"{scheme.partition('+')[2]}://{parts.netloc}{parts.path}"
+
+
 def redact(work: str) -> str:
     """``work`` with any password replaced by ***, for messages."""
     parts = urlsplit(work) if "://" in work else None

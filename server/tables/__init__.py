@@ -21,16 +21,6 @@ from worker_sdk import formats
 from .. import sources
 
 
-def location(work: str) -> str:
-    """Where a Delta or Iceberg table lives, as SHARDLINE_DATA_ROOTS are written (for checking it against them).
-
-    A Postgres table has no location: it is reached through a named connection (server/data_policy.py).
-    """
-    from . import lakehouse
-
-    return lakehouse.location(work)
-
-
 def expand(work: str, roots: list[str] | None) -> tuple[list[sources.Work], dict]:
     """The table as counted works (and, for the job's record, the version pinned); SourceError naming it if it cannot be.
 
@@ -40,7 +30,7 @@ def expand(work: str, roots: list[str] | None) -> tuple[list[sources.Work], dict
         from . import postgres
 
         return postgres.expand(work)
-    sources.check_roots(location(work), roots)
+    sources.check_roots(formats.table_location(work), roots)
     from . import lakehouse
 
     return lakehouse.expand(work, roots)

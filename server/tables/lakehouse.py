@@ -53,18 +53,6 @@ DELTA_READER_FEATURES = frozenset(
 )
 
 
-def location(work: str) -> str:
-    """Where a table lives: a Delta table's path or URI (delta:///p -> /p, delta+s3://b/p -> s3://b/p), ``iceberg://catalog``."""
-    parts = urlsplit(work)
-    scheme = parts.scheme.lower()
-    if scheme == "iceberg":
-        return f"iceberg://{parts.netloc}"
-    if scheme == "delta":
-        # delta://host/p names no store: kept as it is, so it matches no root (expand refuses it).
-        return f"delta://{parts.netloc}{parts.path}" if parts.netloc else parts.path
-    return f"{scheme.partition('+')[2]}://{parts.netloc}{parts.path}"
-
-
 def expand(work: str, roots: list[str] | None) -> tuple[list[sources.Work], dict]:
     """The pinned version's live data files as counted Parquet works, sorted by path, and the job's record of it."""
     shown = formats.redact(work)
@@ -140,7 +128,7 @@ def _delta(work: str, shown: str) -> tuple[int, list[tuple[str, int, dict]]]:
             f"{shown}: a local Delta table is delta:///path/to/table, a remote one delta+s3://bucket/path "
             "(or delta+gs://, delta+az://...)"
         )
-    root = location(work)
+    root = formats.table_location(work)
     version, where = _params(work, shown, "version")
     try:
         table = deltalake.DeltaTable(root)

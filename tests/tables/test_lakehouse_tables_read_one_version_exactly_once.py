@@ -20,6 +20,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from server import sources
 from server.tables import lakehouse
+from worker_sdk import formats
 
 from ..support import ROOT, wait_until
 from .conftest import (
@@ -338,9 +339,9 @@ def test_versions_and_snapshots_that_do_not_exist_are_refused_naming_the_latest(
 
 
 def test_a_table_is_located_for_the_data_roots_and_its_data_files_are_listed_sorted(tmp_path, local_catalog):
-    assert lakehouse.location("delta:///data/events?version=3") == "/data/events"
-    assert lakehouse.location("delta+s3://bucket/events?where=part=1") == "s3://bucket/events"
-    assert lakehouse.location("iceberg://prod/db.events?snapshot=1") == "iceberg://prod"
+    assert formats.table_location("delta:///data/events?version=3") == "/data/events"
+    assert formats.table_location("delta+s3://bucket/events?where=part=1") == "s3://bucket/events"
+    assert formats.table_location("iceberg://prod/db.events?snapshot=1") == "iceberg://prod"
 
     name, catalog = local_catalog
     table = make_iceberg_table(catalog, "ns.events", partitioned=True)
