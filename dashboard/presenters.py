@@ -180,13 +180,19 @@ def item_timeline(history: list[dict], events) -> list[dict]:
 TIMELINE_WIDTH, TIMELINE_LEFT, TIMELINE_ROW, TIMELINE_MAX_WORKERS = 600, 4, 14, 40
 
 
-def timeline_chart(data: dict) -> dict:
+def timeline_chart(data: dict, ended: bool = False) -> dict:
     """Gantt rows, one per worker (in order of their first lease): a bar per lease, from lease to completion.
 
     A lease still held runs to now. Idle gaps at the right edge are the
     tail: workers that ran out of items while others still read.
     """
     start, end = data["start"], data["end"]
+    leases = data["leases"]
+    if ended and leases:
+        # A finished job's window is its activity: from the first lease shown to the last
+        # completion, not to a finish (or now) long after it (the bars were 2% of the width).
+        start = max(start, min(lease["leased_at"] for lease in leases))
+        end = min(end, max((lease["completed_at"] or end) for lease in leases))
     span = max((end - start).total_seconds(), 1.0)
     plot_w = TIMELINE_WIDTH - TIMELINE_LEFT - 4
 

@@ -224,7 +224,11 @@ def job_works(request, job_id: int):
 
 
 def _timeline_context(job) -> dict:
-    return {"job": job, "timeline": timeline_chart(selectors.timeline(job)), "holdings": selectors.holdings(job)}
+    return {
+        "job": job,
+        "timeline": timeline_chart(selectors.timeline(job), ended=job.state in FINAL_STATES),
+        "holdings": selectors.holdings(job),
+    }
 
 
 @login_required
