@@ -5,19 +5,35 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv run lint test test-embedded bench clean-embedded soak
+.PHONY: venv run lint test test-unit test-embedded bench clean-embedded soak
 
 venv: $(STAMP)
 
 # Reinstalls only when pyproject.toml changes, so `make test` stays quick.
+# Everything: the server, the SDK's TensorFlow and PyTorch integrations, the
+# test tools (about 4 GB).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[server,tables,tf,test]'
-	touch $(STAMP)
+	touch $(SERVER_STAMP) $(STAMP)
 
-run: venv
+# The server alone (no TensorFlow, torch or test tools), with pip's progress:
+# what `make run` needs on a new machine.
+SERVER_STAMP := $(VENV)/.server-installed
+$(SERVER_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	@echo "== installing the server into $(VENV) (make test installs the rest) =="
+	$(BIN)/python -m pip install --progress-bar on -e '.[server,tables]'
+	touch $(SERVER_STAMP)
+
+run: $(SERVER_STAMP)
 	$(BIN)/python manage.py serve
+
+# Pure logic, no servers: seconds.
+test-unit: venv
+	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)
 
 # ruff: lint (pyflakes, pycodestyle, import order) and the formatter's check.
 lint: venv
