@@ -87,7 +87,8 @@ def epoch_bars(epochs) -> dict:
 
 
 CHART_WIDTH, CHART_HEIGHT = 600, 170
-CHART_LEFT, CHART_BOTTOM, CHART_TOP = 44, 22, 8
+# The top margin holds the unit label above the top tick (at 8 they overlapped).
+CHART_LEFT, CHART_BOTTOM, CHART_TOP = 44, 22, 22
 
 
 def _nice_ceiling(value: int) -> int:
@@ -143,6 +144,7 @@ def throughput_chart(samples: list[tuple]) -> dict:
         "left": CHART_LEFT,
         "right": CHART_WIDTH - 4,
         "bottom": CHART_TOP + plot_h,
+        "top": CHART_TOP,
     }
 
 

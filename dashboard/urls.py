@@ -1,4 +1,5 @@
 from django.urls import path
+from django.views.generic import RedirectView
 
 from . import views
 
@@ -6,6 +7,8 @@ app_name = "dashboard"
 
 urlpatterns = [
     path("", views.jobs_list, name="jobs"),
+    # The jobs list lives at /; /jobs/ is where people look for it.
+    path("jobs/", RedirectView.as_view(pattern_name="dashboard:jobs"), name="jobs-redirect"),
     path("jobs/table/", views.jobs_table, name="jobs-table"),
     path("jobs/new/", views.job_create, name="job-create"),
     path("jobs/<int:job_id>/", views.job_detail, name="job"),

@@ -13,6 +13,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[]), name="swagger-ui"),
     path("healthz", views.healthz, name="healthz"),
+    # Browsers ask for /favicon.ico whatever the page links.
+    path("favicon.ico", RedirectView.as_view(url="/static/dashboard/favicon.svg"), name="favicon"),
     path("metrics", views.prometheus, name="metrics"),
     # The admin signs in through the same throttled login page.
     path("admin/login/", RedirectView.as_view(url="/accounts/login/", query_string=True)),

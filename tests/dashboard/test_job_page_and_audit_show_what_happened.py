@@ -38,7 +38,7 @@ def test_the_job_page_shows_epochs_workers_failures_and_throughput(browser_for, 
     assert "Items per minute over the last 30 complete minutes" in html
     # Each complete minute has its value on hover; the y axis is labelled.
     assert len(re.findall(r"<title>\d\d:\d\d: \d+ items?/min</title>", html)) == 30
-    assert 'class="tick y">0</text>' in html and 'class="unit">/min</text>' in html
+    assert 'class="tick y">0</text>' in html and 'class="unit">items/min</text>' in html
     # The timeline: a lane per worker, a bar per lease linking to its item; the slow worker holds one now.
     assert html.count('class="lane"') == 3 and "Held right now" in html
     assert re.search(r'<a href="/jobs/\d+/items/\d+/"><rect class="seg leased"', html)

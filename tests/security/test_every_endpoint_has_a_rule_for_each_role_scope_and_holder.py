@@ -27,6 +27,7 @@ OTHER_ROUTES = {
     "schema": "anyone",
     "swagger-ui": "anyone",
     "healthz": "anyone",
+    "favicon": "anyone",
     "metrics": "anyone unless SHARDLINE_METRICS_TOKEN is set",
     "login": "anyone",
     "logout": "a signed-in user",
