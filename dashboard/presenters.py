@@ -158,7 +158,7 @@ _SPLIT = re.compile(
 
 
 def split_story(message: str, holder: str = "") -> str:
-    """A split event's message in words that keep records, items and workers apart (others unchanged)."""
+    """A split event recorded before cut.sql said it this way, in the words it uses now (others unchanged)."""
     match = _SPLIT.match(message or "")
     if match is None:
         return message

@@ -83,11 +83,13 @@ WITH target AS (
     -- Messages by concatenation: a % in the text would be read as a placeholder.
     INSERT INTO shardline_event (job_id, item_id, kind, worker, message, at)
     SELECT t.job_id, t.id, 'split', coalesce(t.worker, ''),
-           'split at record ' || %(at)s || ': the holder keeps [' || t.first || ', ' || %(at)s
-           || '); records [' || %(at)s || ', ' || t.stop || ') became '
-           || CASE WHEN count(*) = 1 THEN 'item ' || min(r.id)
-                   ELSE count(*) || ' items, ' || min(r.id) || ' to ' || max(r.id) END
-           || coalesce(' for ' || t.split_for, ''),
+           -- Records as [a, b), items as #id, and the worker that asked
+           -- (idle, not the one that will read the pieces: any taker may).
+           'split at record ' || %(at)s || ': ' || coalesce(t.worker, 'the holder') || ' keeps records ['
+           || t.first || ', ' || %(at)s || '); records [' || %(at)s || ', ' || t.stop || ') became pending '
+           || CASE WHEN count(*) = 1 THEN 'item #' || min(r.id)
+                   ELSE count(*) || ' items, #' || min(r.id) || ' to #' || max(r.id) END
+           || coalesce(', asked for by idle worker ' || t.split_for, ''),
            now()
       FROM target AS t, remainder AS r
      GROUP BY t.job_id, t.id, t.worker, t.first, t.stop, t.split_for

@@ -93,8 +93,8 @@ def test_the_rest_of_a_range_becomes_an_item_that_the_idle_worker_leases(worker_
         (
             held["id"],
             "holder",
-            f"split at record {at}: the holder keeps [0, {at}); records [{at}, 1000) became item "
-            f"{remainder['id']} for idle",
+            f"split at record {at}: holder keeps records [0, {at}); records [{at}, 1000) became pending item "
+            f"#{remainder['id']}, asked for by idle worker idle",
         )
     ]
     assert [(item, worker) for item, worker, _message in events(job["id"], "remainder")] == [(remainder["id"], "idle")]
@@ -153,8 +153,8 @@ def test_the_rest_is_cut_into_a_piece_for_each_idle_worker(worker_client, job_na
     assert [pos for *_rest, pos in rows] == [0, 1, 2, 3, 4]
     (message,) = [message for _item, _worker, message in events(job["id"], "split")]
     assert message == (
-        f"split at record {at}: the holder keeps [0, {at}); records [{at}, 10000) became 4 items, "
-        f"{pieces[0][0]['id']} to {pieces[-1][0]['id']} for idle-1"
+        f"split at record {at}: holder keeps records [0, {at}); records [{at}, 10000) became pending 4 items, "
+        f"#{pieces[0][0]['id']} to #{pieces[-1][0]['id']}, asked for by idle worker idle-1"
     )
     assert len(events(job["id"], "remainder")) == 4
 
@@ -241,7 +241,7 @@ def test_the_item_history_says_where_a_split_cut_and_where_the_rest_went(worker_
     rest = worker_client.get(f"/api/v1/jobs/{job['id']}/items/{remainder}/history/").json()
     assert (cut["item"], cut["start"], cut["end"], cut["parent"]) == ("/data/f.csv?start=0&end=600", 0, 600, None)
     assert [(e["kind"], e["worker"]) for e in cut["splits"]] == [("split", "holder")]
-    assert f"became item {remainder}" in cut["splits"][0]["message"]
+    assert f"became pending item #{remainder}" in cut["splits"][0]["message"]
     assert (rest["item"], rest["start"], rest["end"], rest["parent"]) == (
         "/data/f.csv?start=600&end=1000",
         600,
