@@ -57,6 +57,17 @@ class InvalidTransition(ShardlineError):
     code = "invalid_state"
 
 
+class SplitRefused(ShardlineError):
+    """A split point the lease's current range does not allow (not a record range, before what was read).
+
+    409, not 400: the same request is valid against another lease, or this
+    one before its holder read on.
+    """
+
+    status = 409
+    code = "split_refused"
+
+
 class JobFailed(ShardlineError):
     status = 409
     code = "job_failed"

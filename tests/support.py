@@ -34,6 +34,13 @@ def database_url(db: dict) -> str:
     return f"postgres://{auth}{host}{':' + port if port else ''}/{db['NAME']}"
 
 
+def operator_env(**settings) -> dict:
+    """This process's environment as a new operator's: none of the test session's table connections
+    (some name the test database itself on purpose, which the server's system check refuses)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARDLINE_PG_CONNECTION_")}
+    return {**env, **settings}
+
+
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, message: str = "condition"):
     deadline = time.monotonic() + timeout
     while True:

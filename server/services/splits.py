@@ -45,7 +45,7 @@ from worker_sdk import formats
 
 from .. import metrics, sql
 from ..callers import SERVER, Caller
-from ..errors import InvalidInput, LeaseLost
+from ..errors import LeaseLost, SplitRefused
 
 log = logging.getLogger("shardline.splits")
 
@@ -109,9 +109,9 @@ def cut(lease_id: int, token: int, at: int, caller: Caller = SERVER) -> dict:
             )
         row = rows[0]
         if row.stop is None:
-            raise InvalidInput(f"lease {lease_id} is not a record range: it cannot be split")
+            raise SplitRefused(f"lease {lease_id} is not a record range: it cannot be split")
         if not row.split and at < row.stop:
-            raise InvalidInput(
+            raise SplitRefused(
                 f"cannot split lease {lease_id} at record {at}: a split point must lie after its first record "
                 f"({row.first}) and at or after the position its holder reported"
             )

@@ -4,12 +4,11 @@ Found: it printed "Shardline is running at ...", gunicorn logged "Connection
 in use" five times, and the command exited 0.
 """
 
-import os
 import socket
 import subprocess
 import sys
 
-from tests.support import ROOT
+from tests.support import ROOT, operator_env
 
 
 def test_a_busy_port_is_refused_before_anything_starts(test_database_url):
@@ -20,7 +19,7 @@ def test_a_busy_port_is_refused_before_anything_starts(test_database_url):
         done = subprocess.run(
             [sys.executable, "manage.py", "serve", "--no-sample"],
             cwd=ROOT,
-            env={**os.environ, "DATABASE_URL": test_database_url, "SHARDLINE_PORT": str(port)},
+            env=operator_env(DATABASE_URL=test_database_url, SHARDLINE_PORT=str(port)),
             capture_output=True,
             text=True,
             timeout=60,

@@ -1,12 +1,11 @@
 """The server's own install (`pip install .[server,tables]`, what `make run` installs) needs no TensorFlow,
 torch or test tool: every server module imports, and the server starts and answers, with them missing."""
 
-import os
 import subprocess
 import sys
 import textwrap
 
-from tests.support import ROOT
+from tests.support import ROOT, operator_env
 
 HEAVY = ("tensorflow", "torch", "tf_keras", "tensorboard", "pytest", "playwright", "schemathesis", "hypothesis")
 
@@ -40,13 +39,12 @@ def test_every_server_module_imports_and_healthz_answers_without_them(test_datab
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT],
         cwd=ROOT,
-        env={
-            **os.environ,
-            "DATABASE_URL": test_database_url,
-            "DJANGO_SETTINGS_MODULE": "server.settings",
-            "SECRET_KEY": "test",
-            "ALLOWED_HOSTS": "testserver",
-        },
+        env=operator_env(
+            DATABASE_URL=test_database_url,
+            DJANGO_SETTINGS_MODULE="server.settings",
+            SECRET_KEY="test",
+            ALLOWED_HOSTS="testserver",
+        ),
         capture_output=True,
         text=True,
         timeout=120,
