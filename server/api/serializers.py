@@ -20,7 +20,11 @@ from ..services.jobs import JobSpec
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 MAX_ITEM_LENGTH = 4096
 # What a work string must match: something besides whitespace, and no NUL.
-WORK_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"
+# Whitespace spelled out as Python's str.strip() sees it (JSON Schema's \s
+# leaves out \x1c-\x1f and \x85, which strip() removes), so that a work the
+# schema allows is never refused as empty once stripped.
+_SPACE = r" \t\n\x0b\x0c\r\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+WORK_PATTERN = rf"^[^\x00]*[^\x00{_SPACE}][^\x00]*$"
 MAX_WORKER_LENGTH = 255
 MAX_ERROR_LENGTH = 8192
 BIGINT_MAX = 2**63 - 1
