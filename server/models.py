@@ -80,6 +80,10 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Seconds a job may slice before its waiting takes say so (Job.slicing_stalled).
+SLICING_PATIENCE = 60.0
+
+
 class Job(models.Model):
     name = models.CharField(max_length=200, unique=True)
     # The identity of the job besides its name: works (by digest), epochs,
@@ -137,6 +141,27 @@ class Job(models.Model):
     def actions(self) -> list[str]:
         """The actions allowed in the job's current state, in ACTIONS order."""
         return [action for action in ACTIONS if self.allows(action)]
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the job's owner should know (works handed out whole...), oldest first."""
+        return list(self.events.filter(kind=EventKind.WARNING).order_by("at", "id").values_list("message", flat=True))
+
+    def slicing_stalled(self, now) -> str | None:
+        """Why takes have waited long for slicing, once the job has been slicing for SLICING_PATIENCE; else None."""
+        slicing = self.state == JobState.SLICING or (
+            self.state == JobState.PAUSED and self.resume_state == JobState.SLICING
+        )
+        waited = (now - self.created_at).total_seconds()
+        if not slicing or waited < SLICING_PATIENCE:
+            return None
+        progress = self.slicing_progress or {}
+        return (
+            f"job {self.name!r} has been slicing for {int(waited)} s ({progress.get('works_inspected', 0)} of "
+            f"{progress.get('works_total', self.works_count)} works inspected, {progress.get('records_counted', 0)} "
+            f"records counted); a Celery worker slices it: if this does not move, check that one is running and "
+            f"reads the server's queue (manage.py serve starts one)"
+        )
 
 
 class Unit(models.Model):
@@ -409,6 +434,7 @@ class EventKind(models.TextChoices):
     SPLIT = "split"  # a lease was cut (on the cut item)
     REMAINDER = "remainder"  # the cut's unread records became this item
     RELEASED = "released"  # given back unread, no attempt used (a synchronous rank's epoch stopped)
+    WARNING = "warning"  # something the job's owner should know (works handed out whole, not sliced)
 
 
 class Event(models.Model):

@@ -52,6 +52,10 @@ class Work:
     # Values every record of the work has that the file does not hold (a
     # Delta partition's), handed to readers with each lease (Unit.source).
     columns: dict | None = None
+    # Why the server hands this work out whole though slices were asked for
+    # (it has no filesystem for its URL), as DeepRec does with a work whose
+    # records it cannot count. None: counted and sliced as its format allows.
+    whole: str | None = None
 
 
 def outside_roots(path: str, roots: list[str] | None) -> bool:
@@ -120,6 +124,23 @@ def check_roots(path: str, roots: list[str] | None) -> None:
     )
 
 
+def missing_filesystem(path: str) -> str | None:
+    """Why the server has no filesystem at all for ``path``'s URL scheme (None: it has one, or it is a local path).
+
+    Asks fsspec's registry only: nothing is instantiated or contacted, so it
+    is safe at job creation. Such a work cannot be read by the server under
+    any policy; with ``num_slices`` it is handed out whole.
+    """
+    if "://" not in path or path.startswith("file://"):
+        return None
+    protocol = path.split("://", 1)[0]
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except (ImportError, ValueError) as exc:
+        return f"the server has no filesystem for {protocol}:// ({exc})"
+    return None
+
+
 def _has_glob(path: str) -> bool:
     return any(ch in path for ch in "*?[")
 
@@ -134,10 +155,20 @@ def expand(work: str) -> list[Work]:
     def found(p: str, fs_p: str) -> Work:
         return Work(p, forced or formats.format_of(fs_p), forced=forced is not None)
 
+    missing = missing_filesystem(path)
+    if missing is not None:
+        return [Work(path, None, whole=missing)]
     try:
         fs, fs_path = fsspec.core.url_to_fs(path)
-    except (ImportError, ValueError) as exc:
-        raise SourceError(f"{path}: cannot open this kind of URL ({exc})") from None
+    except Exception as exc:  # noqa: BLE001  (a backend's constructor raises what its library does)
+        if "://" not in path:
+            raise SourceError(f"{path}: cannot be opened ({type(exc).__name__}: {exc})") from None
+        # A filesystem that cannot start here (HDFS without a JVM, a missing
+        # client library): the server cannot count the work, workers may
+        # still read it. DeepRec hands such a work out whole; so do we.
+        scheme = path.split("://", 1)[0]
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return [Work(path, None, whole=f"the server cannot open {scheme}:// ({reason})")]
     protocol = path.split("://", 1)[0] + "://" if "://" in path else ""
 
     def outward(p: str) -> str:

@@ -110,6 +110,8 @@ class Stream:
         self._stopped = threading.Event()
         # The pause last logged: said once when a pause begins, not at every take while it lasts.
         self._paused: str | None = None
+        # Whether a long wait for slicing was logged (once: its text counts the seconds).
+        self._said_slicing = False
 
     def next(self) -> Lease:
         """The next lease; QueueExhausted at the end (JobCancelledError, JobFailedError when the job says so)."""
@@ -145,6 +147,7 @@ class Stream:
                     self.taking = False
                 finished = []
                 self._say_paused(answer.get("paused"))
+                self._say_slicing(answer.get("slicing"))
                 if leases:
                     self.open.append(leases[0])
                     return leases[0]
@@ -169,6 +172,11 @@ class Stream:
         elif self._paused and not paused:
             log.info("work queue %s: the job was resumed", self.name)
         self._paused = paused
+
+    def _say_slicing(self, slicing: str | None) -> None:
+        if slicing and not self._said_slicing:
+            log.warning("work queue %s waits: %s", self.name, slicing)
+        self._said_slicing = self._said_slicing or bool(slicing)
 
     def leases(self) -> Iterator[Lease]:
         """``next()`` until the queue ends; closed before its end (the consumer stopped), it gives back what is open.

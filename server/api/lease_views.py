@@ -99,6 +99,7 @@ def _take_answer(result: lease_service.TakeResult) -> dict:
         "leased_by_others": result.leased_by_others,
         "waiting_on": result.waiting_on,
         "paused": result.paused,
+        "slicing": result.slicing,
     }
 
 

@@ -18,6 +18,12 @@ class JobSerializer(serializers.ModelSerializer):
         read_only=True,
         help_text="What an admin may do to the job in its current state (pause, resume, cancel, retry, restore).",
     )
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="What the job's owner should know, oldest first: e.g. works handed out whole though slices were "
+        "asked for, because the server cannot count their records.",
+    )
     tables = serializers.ListField(
         child=serializers.DictField(),
         read_only=True,
@@ -48,6 +54,7 @@ class JobSerializer(serializers.ModelSerializer):
             "error",
             "slicing_progress",
             "tables",
+            "warnings",
             "actions",
             "created_by",
             "created_at",
@@ -172,6 +179,11 @@ class TakeResponseSerializer(serializers.Serializer):
     paused = serializers.CharField(
         allow_null=True,
         help_text="When the job is paused: who paused it and when (nothing is handed out until it is resumed).",
+    )
+    slicing = serializers.CharField(
+        allow_null=True,
+        help_text="When the job has been slicing for a minute or more: for how long, how far it got, and what to "
+        "check (a Celery worker slices it).",
     )
 
 

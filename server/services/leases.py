@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
+from django.utils import timezone
 
 from .. import metrics, sql
 from ..callers import SERVER, Caller
@@ -99,6 +100,8 @@ class TakeResult:
     wake_by: float | None = None
     # Why nothing comes while the job is paused: who paused it, and when.
     paused: str | None = None
+    # Why nothing comes after a long wait for slicing (models.SLICING_PATIENCE).
+    slicing: str | None = None
 
 
 def take(
@@ -202,8 +205,10 @@ def _not_active(job_id: int, state: str, result: TakeResult) -> TakeResult:
     else:  # paused, or still slicing
         result.retry_after = RETRY_PAUSED
         result.waitable = True
+        job = jobs.get_job(job_id)
         if state == JobState.PAUSED:
-            result.paused = jobs.pause_message(jobs.get_job(job_id))
+            result.paused = jobs.pause_message(job)
+        result.slicing = job.slicing_stalled(timezone.now())
     return result
 
 

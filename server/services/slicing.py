@@ -96,45 +96,60 @@ class _Progress:
 
 
 def slice_job(job_id: int) -> str:
-    """Slices one job; returns what happened (for the task's log)."""
+    """Slices one job; returns what happened (for the task's log).
+
+    Whatever goes wrong fails the job with a message naming the work and the
+    cause: a job left in ``slicing`` would make every take wait for good.
+    """
     job = Job.objects.filter(pk=job_id).first()
     if job is None or not _slicing(job):
         return f"job {job_id} is not waiting to be sliced"
     raw_works = list(Unit.objects.filter(job_id=job_id).order_by("idx").values_list("item", flat=True))
     expanded: list[sources.Work] = []
+    current = ""  # the work in hand, for the message of an unexpected error
     try:
         # The admin's policy as it is now (server/data_policy.py), whatever it was at creation.
         roots = data_policy.file_roots()
         pinned = []
-        for work in raw_works:
-            if formats.table_kind(work):
-                _warn_unrestricted(job, roots, formats.table_kind(work) != formats.POSTGRES)
-                table_works, record = tables.expand(work, roots)
+        for current in raw_works:
+            if formats.table_kind(current):
+                _warn_unrestricted(job, roots, formats.table_kind(current) != formats.POSTGRES)
+                table_works, record = tables.expand(current, roots)
                 expanded += table_works
                 pinned.append(record)
             elif job.num_slices is None:
-                expanded.append(sources.Work(work, None))  # sliced for its tables only: a file stays whole
+                expanded.append(sources.Work(current, None))  # sliced for its tables only: a file stays whole
             else:
                 _warn_unrestricted(job, roots, True)
-                sources.check_roots(formats.split_format(work)[0], roots)
-                expanded += sources.expand(work)
+                path = formats.split_format(current)[0]
+                if not sources.missing_filesystem(path):
+                    sources.check_roots(path, roots)
+                expanded += sources.expand(current)
         for work in expanded:  # a directory or glob (or a table's data files) may lead out
+            current = work.path
             if work.format not in (None, formats.POSTGRES):
                 sources.check_roots(work.path, roots)
         progress = _Progress(job_id, len(expanded))
         for work in expanded:
+            current = work.path
             sources.count(work, progress.records)
             progress.work_done(work.records)
         progress.flush(force=True)
+        current = ""
         units = plan(expanded, job.num_slices)
         if not units:
             raise sources.SourceError("every work is empty: there is nothing to hand out")
     except (sources.SourceError, formats.FormatError) as exc:
         _fail(job, str(exc))
         return f"job {job_id} failed: {exc}"
+    except Exception as exc:  # noqa: BLE001  (any reader's or library's error: the job must not stay slicing)
+        log.exception("slicing raised", extra={"event": "slicing_error", "job": job_id, "job_name": job.name})
+        message = f"{type(exc).__name__}: {exc}"
+        _fail(job, f"{current}: {message}" if current else message)
+        return f"job {job_id} failed: {message}"
     finally:
         tables.release(expanded)
-    return _install(job, units, pinned)
+    return _install(job, units, pinned, [work for work in expanded if work.whole])
 
 
 def plan(works: list[sources.Work], num_slices: int | None) -> list[UnitRow]:
@@ -187,7 +202,7 @@ def _slicing(job: Job) -> bool:
     return job.state == JobState.SLICING or (job.state == JobState.PAUSED and job.resume_state == JobState.SLICING)
 
 
-def _install(job: Job, units: list[UnitRow], pinned: list[dict]) -> str:
+def _install(job: Job, units: list[UnitRow], pinned: list[dict], whole: list[sources.Work] = ()) -> str:
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
         if not _slicing(job):
@@ -202,8 +217,17 @@ def _install(job: Job, units: list[UnitRow], pinned: list[dict]) -> str:
         job.save(update_fields=["units_count", "state", "resume_state", "tables", "updated_at"])
         materialise_epoch(job.pk, 0)
         Event.objects.create(job=job, kind=EventKind.STATE, message=f"sliced into {len(units)} items per epoch")
+        if whole:
+            Event.objects.create(job=job, kind=EventKind.WARNING, message=whole_message(whole))
     log.info("job sliced", extra={"event": "job_sliced", "job": job.pk, "job_name": job.name, "count": len(units)})
     return f"job {job.pk} sliced into {len(units)} items"
+
+
+def whole_message(works: list[sources.Work]) -> str:
+    """The job's warning: which works are handed out whole instead of sliced, and why."""
+    shown = "; ".join(f"{work.path}: {work.whole}" for work in works[:5])
+    more = f"; and {len(works) - 5} more" if len(works) > 5 else ""
+    return f"{len(works)} works handed out whole, not sliced (their records cannot be counted here): {shown}{more}"
 
 
 def _fail(job: Job, message: str) -> None:
