@@ -434,6 +434,7 @@ class EventKind(models.TextChoices):
     SPLIT = "split"  # a lease was cut (on the cut item)
     REMAINDER = "remainder"  # the cut's unread records became this item
     RELEASED = "released"  # given back unread, no attempt used (a synchronous rank's epoch stopped)
+    RESUMED = "resumed"  # a restarted worker of the same name took its lease back (new token)
     WARNING = "warning"  # something the job's owner should know (works handed out whole, not sliced)
 
 

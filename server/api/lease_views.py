@@ -19,7 +19,7 @@ from ..services import splits as split_service
 from . import responses as r
 from . import serializers as s
 from . import take_body, waits
-from .permissions import caller_of
+from .permissions import caller_of, visible_job
 from .views import ERROR, validated
 
 
@@ -73,24 +73,25 @@ class TakeView(APIView):
         return response
 
 
+def _lease_answer(lease: lease_service.Lease) -> dict:
+    return {
+        "id": lease.id,
+        "token": lease.token,
+        "item": lease.item,
+        "epoch": lease.epoch,
+        "position": lease.position,
+        "expires_at": lease.expires_at,
+        "offset": lease.offset,
+        "start": lease.start,
+        "end": lease.end,
+        "seek": lease.seek,
+        "source": lease.source,
+    }
+
+
 def _take_answer(result: lease_service.TakeResult) -> dict:
     return {
-        "leases": [
-            {
-                "id": lease.id,
-                "token": lease.token,
-                "item": lease.item,
-                "epoch": lease.epoch,
-                "position": lease.position,
-                "expires_at": lease.expires_at,
-                "offset": lease.offset,
-                "start": lease.start,
-                "end": lease.end,
-                "seek": lease.seek,
-                "source": lease.source,
-            }
-            for lease in result.leases
-        ],
+        "leases": [_lease_answer(lease) for lease in result.leases],
         "exhausted": result.exhausted,
         "retry_after": result.retry_after,
         "completed": sorted(result.completed),  # sorted: a repeat's answer is the same list
@@ -101,6 +102,19 @@ def _take_answer(result: lease_service.TakeResult) -> dict:
         "paused": result.paused,
         "slicing": result.slicing,
     }
+
+
+class ResumeLeasesView(APIView):
+    @extend_schema(
+        request=s.ResumeLeasesSerializer,
+        responses={200: r.ResumeLeasesResponseSerializer, 400: ERROR, 404: ERROR},
+        summary="A restarted worker takes back its own leases at once (new tokens: the old process is fenced)",
+    )
+    def post(self, request, job_id: int):
+        data = validated(s.ResumeLeasesSerializer, request.data).validated_data
+        visible_job(request, job_id)
+        leases = lease_service.resume(job_id, data["worker"], caller_of(request))
+        return Response({"leases": [_lease_answer(lease) for lease in leases]})
 
 
 class CompleteView(APIView):

@@ -91,6 +91,8 @@ PERMISSIONS: dict[str, dict[str, tuple[Role, str]]] = {
     "job-watermarks": {"GET": (Role.VIEWER, "scope")},
     "job-records": {"GET": (Role.VIEWER, "scope")},
     "job-take": {"POST": (Role.WORKER, "scope")},
+    # Scope here; the statement takes back only the caller's own leases.
+    "job-resume-leases": {"POST": (Role.WORKER, "scope")},
     "job-items": {"GET": (Role.VIEWER, "scope")},
     "item-history": {"GET": (Role.VIEWER, "scope")},
     "job-snapshot": {"POST": (Role.WORKER, "scope")},

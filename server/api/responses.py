@@ -187,6 +187,10 @@ class TakeResponseSerializer(serializers.Serializer):
     )
 
 
+class ResumeLeasesResponseSerializer(serializers.Serializer):
+    leases = LeaseSerializer(many=True, help_text="The worker's leases, with new tokens and expiries (oldest first).")
+
+
 class ExtendResponseSerializer(serializers.Serializer):
     extended = serializers.DictField(child=serializers.DateTimeField(), help_text="lease id -> new expiry")
     lost = serializers.ListField(child=serializers.IntegerField())

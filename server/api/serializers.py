@@ -329,6 +329,17 @@ class ExtendManySerializer(StrictSerializer):
         return value
 
 
+class ResumeLeasesSerializer(StrictSerializer):
+    worker = serializers.CharField(
+        max_length=MAX_WORKER_LENGTH,
+        help_text="The restarted worker's name: the same as its previous process's (e.g. a LocalWorkMgr's "
+        "job_name:task_index). The leases held under it by the caller's user come back with new tokens.",
+    )
+
+    def validate_worker(self, value):
+        return clean_text(value.strip(), "worker", max_length=MAX_WORKER_LENGTH)
+
+
 class ItemFilterSerializer(serializers.Serializer):
     state = serializers.ChoiceField(
         choices=[("completed", "completed (done or failed)"), *ItemState.choices], required=False

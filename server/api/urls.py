@@ -12,6 +12,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/watermarks/", views.WatermarksView.as_view(), name="job-watermarks"),
     path("jobs/<int:job_id>/records/", views.RecordsView.as_view(), name="job-records"),
     path("jobs/<int:job_id>/leases/", lease_views.TakeView.as_view(), name="job-take"),
+    path("jobs/<int:job_id>/leases/resume/", lease_views.ResumeLeasesView.as_view(), name="job-resume-leases"),
     path("jobs/<int:job_id>/items/", views.ItemsView.as_view(), name="job-items"),
     path("jobs/<int:job_id>/items/<int:item_id>/history/", views.ItemHistoryView.as_view(), name="item-history"),
     path("jobs/<int:job_id>/snapshots/", views.SnapshotCreateView.as_view(), name="job-snapshot"),

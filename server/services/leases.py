@@ -361,6 +361,24 @@ def complete(lease_id: int, token: int, records: int | None = None, caller: Call
         )
 
 
+def resume(job_id: int, worker: str, caller: Caller = SERVER) -> list[Lease]:
+    """The leases ``worker`` held on the job, given back to a restarted process of that name with new tokens.
+
+    See resume_leases.sql. Nothing when the worker held none (its leases
+    expired and went to others, or it is new).
+    """
+    with metrics.timed("resume"):
+        leases = [
+            Lease.from_row(row) for row in sql.run("resume_leases", {"job": job_id, "worker": worker, **caller.sql})
+        ]
+    if leases:
+        log.info(
+            "leases resumed by a restarted worker",
+            extra={"event": "lease_resumed", "job": job_id, "worker": worker, "count": len(leases)},
+        )
+    return leases
+
+
 def release(lease_id: int, token: int, reason: str, caller: Caller = SERVER) -> None:
     """Gives an item back unread without using an attempt (a synchronous rank's epoch stopped before it)."""
     with metrics.timed("release"):

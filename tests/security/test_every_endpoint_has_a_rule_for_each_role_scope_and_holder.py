@@ -41,6 +41,7 @@ OTHER_ROUTES = {
 BODIES = {
     "job-list": {"name": "ctr-matrix-{tag}", "works": ["/x"]},
     "job-take": {"worker": "m"},
+    "job-resume-leases": {"worker": "m"},
     "job-snapshot": {"worker": "m"},
     "job-snapshot-restore": {"worker": "m"},
     "lease-extend-many": {"leases": [{"id": "{lease}", "token": "{token}"}]},
