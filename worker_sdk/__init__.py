@@ -16,10 +16,12 @@ from .errors import (
     LeaseLostError,
     ShardlineError,
 )
+from .local_work import LocalWorkMgr
 from .queue import QueueExhausted, WorkQueue
 
 __all__ = [
     "WorkQueue",
+    "LocalWorkMgr",
     "QueueExhausted",
     "staged",
     "make_prefetch_hook",

@@ -63,6 +63,10 @@ class Client:
             "POST", f"/api/v1/jobs/{job_id}/leases/", json=body, idempotency_key=key, server_wait=wait
         )
 
+    def resume_leases(self, job_id: int, worker: str) -> dict:
+        """A restarted worker's own leases (held under ``worker`` by this token's user), back with new tokens."""
+        return self.transport.request("POST", f"/api/v1/jobs/{job_id}/leases/resume/", json={"worker": worker})
+
     def complete(self, lease_id: int, token: int, records: int | None = None) -> dict:
         return self.transport.request(
             "POST", f"/api/v1/leases/{lease_id}/complete/", json={"token": token, "records": records}

@@ -17,11 +17,13 @@ every job the process holds leases of.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import Callable
 
 from . import errors
 from .client import Client
@@ -54,6 +56,9 @@ class Lease:
     # What a table slice's reader needs beyond the item (the API's lease
     # `source`): a dict, so not hashed.
     source: dict | None = dataclasses.field(default=None, hash=False, compare=False)
+    # A work found only in a LocalWorkMgr's folder: read first, as DeepRec
+    # reads it, and never sent to the server (it is no item of the job).
+    local: bool = False
 
     @classmethod
     def from_answer(cls, raw: dict) -> "Lease":
@@ -75,8 +80,22 @@ class Lease:
 class Leaser:
     """Takes, acknowledges and heartbeats the leases of one job for one worker name (one per process)."""
 
-    def __init__(self, client: Client, job_id: int, worker: str, consumer: str, lease_timeout: float, name: str):
+    def __init__(
+        self,
+        client: Client,
+        job_id: int,
+        worker: str,
+        consumer: str,
+        lease_timeout: float,
+        name: str,
+        on_leased: Callable[[Lease], None] | None = None,
+    ):
         self.client = client
+        # Told of every lease this process gets (a LocalWorkMgr records its work).
+        self.on_leased = on_leased
+        # Handed out before anything is taken: a restarted worker's own leases
+        # and the works found only in its LocalWorkMgr's folder (hand_first).
+        self._first: collections.deque[Lease] = collections.deque()
         self.job_id = job_id
         self.worker = worker
         self.consumer = consumer
@@ -123,6 +142,17 @@ class Leaser:
         with self._lock:
             self._trackers.pop(lease.id, None)
 
+    def hand_first(self, leases: list[Lease]) -> None:
+        """Leases to hand out before taking any: held (and heartbeated) from now, local ones aside."""
+        with self._lock:
+            self._first.extend(leases)
+            for lease in leases:
+                if not lease.local:
+                    self._held[lease.id] = lease
+        for lease in leases:
+            if self.on_leased is not None and not lease.local:
+                self.on_leased(lease)
+
     def take(
         self,
         finished: list[Lease] = (),
@@ -141,7 +171,12 @@ class Leaser:
         """
         with self._lock:
             for lease in finished:
-                self._finished[lease.id] = lease
+                if not lease.local:  # nothing of the server's to acknowledge
+                    self._finished[lease.id] = lease
+            if self._first:
+                # The finished ones go with the next take (held until then).
+                first = self._first.popleft()
+                return [first], {"leases": [], "exhausted": False, "retry_after": None, "waiting_on": None}
         sent = self._start_sending()
         try:
             answer = self.client.take(
@@ -166,6 +201,9 @@ class Leaser:
                 self._held.pop(lease.id, None)
             for lease in leases:
                 self._held[lease.id] = lease
+        if self.on_leased is not None:
+            for lease in leases:
+                self.on_leased(lease)
         for lease_id in answer.get("lost", []):
             self._lost(lease_id, "its completion was refused")
         return leases, answer
@@ -174,7 +212,8 @@ class Leaser:
         """Acknowledges finished leases now (each with its own request)."""
         with self._lock:
             for lease in leases:
-                self._finished[lease.id] = lease
+                if not lease.local:
+                    self._finished[lease.id] = lease
         self.flush()
 
     def flush(self) -> None:
@@ -196,6 +235,8 @@ class Leaser:
     def fail(self, leases: list[Lease], error: str) -> None:
         """Gives leases back with an error, for another attempt (or failed after the job's max_attempts)."""
         for lease in leases:
+            if lease.local:
+                continue  # read again by the next restart, as DeepRec would
             with self._lock:
                 self._sending.add(lease.id)
             self._report(

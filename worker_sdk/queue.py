@@ -20,7 +20,7 @@ from contextlib import closing, contextmanager
 from . import at_exit, errors
 from . import tf as tf_support
 from .client import Client
-from .leaser import Leaser
+from .leaser import Lease, Leaser
 from .names import default_worker_name, job_name_for
 from .ranges import ranges
 from .resumable import Resumable
@@ -37,8 +37,12 @@ class WorkQueue(Resumable):
     """A queue of works shared by all workers of a training run (DeepRec's ``WorkQueue``).
 
     ``works``, ``num_epochs``, ``shuffle``, ``seed``, ``prefix``, ``num_slices``
-    and ``name`` mean what they mean in DeepRec; ``num_clients`` is accepted
-    for compatibility (every consumer leases on its own). Shardline adds:
+    and ``name`` mean what they mean in DeepRec. ``num_clients`` (DeepRec: the
+    threads that serve takes) is kept and reported: here every consumer takes
+    on its own and the server serves them all at once. ``local_work_mgr``: a
+    ``LocalWorkMgr`` that records the works this worker takes in a local
+    folder and hands a restarted worker its own first (worker_sdk.local_work).
+    Shardline adds:
 
     url, token      the server (default ``SHARDLINE_URL``, ``SHARDLINE_TOKEN``)
     run             what makes this run's job distinct from an earlier run's
@@ -65,7 +69,8 @@ class WorkQueue(Resumable):
         prefix=None,
         num_slices=None,
         num_clients=1,
-        name="work_queue",
+        name=None,
+        local_work_mgr=None,
         *,
         url=None,
         token=None,
@@ -100,7 +105,11 @@ class WorkQueue(Resumable):
         self.lease_timeout = lease_timeout
         self.max_attempts = max_attempts
         self.split_tail = split_tail
-        self.worker = worker or os.environ.get("SHARDLINE_WORKER") or None
+        self.local_work_mgr = local_work_mgr
+        self.worker = worker or os.environ.get("SHARDLINE_WORKER") or (local_work_mgr and local_work_mgr.worker) or None
+        # A LocalWorkMgr's restart is this process's: a forked child (a loader)
+        # never takes its parent's leases back.
+        self._restart_pid = os.getpid() if local_work_mgr is not None else None
         self._client = client or Client(Transport(url, token, retry_seconds=retry_seconds))
         self._job: dict | None = None
         self._state_lock = threading.RLock()  # job, then leaser (which reads job)
@@ -114,6 +123,8 @@ class WorkQueue(Resumable):
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         self._default: Stream | None = None
         at_exit.register(self)
+        if local_work_mgr is not None:
+            local_work_mgr.attach(self)
         # Trackable (tf.train.Checkpoint(work_queue=wq) saves its position)
         # when TensorFlow is loaded already; without it nothing is imported.
         tf_support.adopt(self)
@@ -124,8 +135,14 @@ class WorkQueue(Resumable):
     def works(self) -> list[str]:
         return list(self._works)
 
+    @property
+    def digest(self) -> bytes:
+        """DeepRec's digest of the works (``b",".join(works)``); checkpoints compare ``spec_digest()``, which covers all the spec."""
+        return b",".join(work.encode() for work in self._works)
+
     def __len__(self) -> int:
-        return len(self._works)
+        """Items per epoch, as DeepRec's capacity: the works, or with ``num_slices`` the slices asked for."""
+        return self.num_slices if self.num_slices else len(self._works)
 
     # -- the server job ---------------------------------------------------
 
@@ -158,9 +175,21 @@ class WorkQueue(Resumable):
                 self._job = self._create_or_attach()
             return self._job
 
-    def _create_or_attach(self) -> dict:
+    def _replace_job(self, old_job: int) -> None:
+        """Creates this queue's job in place of job ``old_job`` of the same name (Resumable._abandon)."""
+        with self._state_lock:
+            if self._job is not None and self._job["id"] != old_job:
+                return  # already on a job of this spec
+            self._job = self._create_or_attach(replaces=old_job)
+            if self._leaser_obj is not None:  # it held the old job's leases: forget them, re-open the streams
+                self._reset_after_restore()
+                self._leaser_obj.stop()
+                self._leaser_obj, self._leaser_pid = None, None
+
+    def _create_or_attach(self, replaces: int | None = None) -> dict:
+        spec = self.spec() if replaces is None else {**self.spec(), "replaces": replaces}
         try:
-            job = self._client.create_job(self.spec())
+            job = self._client.create_job(spec)
         except errors.JobSpecConflictError as exc:
             raise errors.JobSpecConflictError(
                 exc.status,
@@ -193,11 +222,55 @@ class WorkQueue(Resumable):
                 if self._leaser_pid is not None and self._leaser_pid != pid:
                     self._streams = weakref.WeakSet()
                     self._default = None
+                manager = self.local_work_mgr
                 self._leaser_obj = Leaser(
-                    self._client, job["id"], worker, self.consumer or worker, float(job["lease_timeout"]), self.name
+                    self._client,
+                    job["id"],
+                    worker,
+                    self.consumer or worker,
+                    float(job["lease_timeout"]),
+                    self.name,
+                    on_leased=None if manager is None else self._record_local,
                 )
                 self._leaser_pid = pid
+                if manager is not None and self._restart_pid == pid:
+                    self._restart_pid = None  # once per process
+                    self._leaser_obj.hand_first(self._restarted(job))
             return self._leaser_obj
+
+    def _restarted(self, job: dict) -> list[Lease]:
+        """A LocalWorkMgr's restart: the works found only in its folder, then the worker's own leases back."""
+        manager = self.local_work_mgr
+        local = [
+            Lease(-(n + 1), 0, (self.prefix or "") + work, 0, n, local=True)
+            for n, work in enumerate(manager.local_only(self._works, bool(self.num_slices)))
+        ]
+        resumed = [
+            Lease.from_answer(raw) for raw in self._client.resume_leases(job["id"], self._worker_name())["leases"]
+        ]
+        if local or resumed:
+            log.info(
+                "work queue %s: worker %s restarted: %d works found only in %s read first, %d of its leases taken back",
+                self.name,
+                self._worker_name(),
+                len(local),
+                manager.directory,
+                len(resumed),
+            )
+        return local + resumed
+
+    def _record_local(self, lease: Lease) -> None:
+        prefix = self.prefix or ""
+        work = lease.item[len(prefix) :] if prefix and lease.item.startswith(prefix) else lease.item
+        self.local_work_mgr.record(work)
+
+    def connect(self) -> None:
+        """Creates or attaches the job and starts this process's leaser now rather than at the first take.
+
+        A LocalWorkMgr's restarted worker takes its leases back here
+        (``LocalWorkMgr.hook()`` calls it when the session starts).
+        """
+        self._leaser()
 
     def stream(self, lag: int = 1, tracks: bool = False, upto_epoch: int | None = None, sync: bool = False) -> Stream:
         """A new consumer of this queue (see worker_sdk.stream); ``tracks``: its reader claims records.

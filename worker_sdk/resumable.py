@@ -91,6 +91,10 @@ class Resumable:
         if not state:
             return None
         if digest != self.spec_digest():
+            saved = json.loads(state.decode() if isinstance(state, bytes) else state)
+            if saved.get("job_name") == self.job_name and saved.get("job"):
+                self._abandon(int(saved["job"]))
+                return None
             warnings.warn(
                 f"work queue {self.name}: the checkpoint was saved by a work queue with other works or settings "
                 f"(spec digest {digest[:12]}..., this queue's is {self.spec_digest()[:12]}...); its position is "
@@ -110,6 +114,24 @@ class Resumable:
             )
             return None
         return self.restore(saved["snapshot"], generation)
+
+    def _abandon(self, saved_job: int) -> None:
+        """A checkpoint of this run's queue over other works: start the new works, as DeepRec does.
+
+        The saved position means nothing for other works. The job of the
+        checkpoint (same name) is replaced on the server by this queue's
+        (``replaces``): cancelled and renamed, and its name given to a new
+        job. Every worker of the run may do this; the first replaces, the
+        others attach.
+        """
+        log.info(
+            "Works queue %s abandoned in checkpoint: it was saved over other works or settings (job %s); "
+            "job %s now reads this queue's works from the start",
+            self.name,
+            saved_job,
+            self.job_name,
+        )
+        self._replace_job(saved_job)
 
     def saveable(self):
         """TF1 graphs: registers (once per graph) and returns the SaveableObject that Saver() saves."""

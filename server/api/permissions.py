@@ -72,6 +72,21 @@ def check_may_restore(request, job: Job) -> None:
     raise PermissionDenied("only an admin, the job's creator or a token scoped to the job may restore its snapshots")
 
 
+def check_may_replace(request, job_id: int, name: str) -> None:
+    """Replacing a job cancels it: who may restore it may (a restarted run's workers restore from its checkpoints).
+
+    Only a job of the new job's name can be replaced; another id is left to
+    the service, which refuses it as a spec conflict.
+    """
+    job = Job.objects.filter(pk=job_id, name=name).first()
+    if job is None or not caller_of(request).sees(job.name):
+        return
+    try:
+        check_may_restore(request, job)
+    except PermissionDenied:
+        raise PermissionDenied("only an admin, the job's creator or a token scoped to the job may replace it") from None
+
+
 # The one permission table: every route of the API, by URL name, and method ->
 # the least role that may call it, and what else is checked of the caller:
 #   "scope"    the job named in the URL must be in the token's scope (else 404)

@@ -189,6 +189,17 @@ class JobCreateSerializer(StrictSerializer):
         "liquid tail). Like the lease settings, not part of the job's identity: the first create decides.",
     )
 
+    replaces = serializers.IntegerField(
+        min_value=1,
+        max_value=BIGINT_MAX,
+        allow_null=True,
+        default=None,
+        help_text="The id of the job of this name that this create replaces, when its spec differs: a restarted "
+        "training restored a checkpoint of that job's queue and now reads other works. The old job is cancelled "
+        "and renamed NAME-replaced-ID. Not part of the job's identity. Allowed to an admin, the old job's "
+        "creator and a token scoped to it; otherwise a differing spec is a 409.",
+    )
+
     def validate_prefix(self, value):
         if value:
             clean_text(value, "prefix", max_length=1024)

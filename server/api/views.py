@@ -23,6 +23,7 @@ from . import serializers as s
 from .pagination import ItemCursorPagination
 from .permissions import (
     check_may_create,
+    check_may_replace,
     check_may_restore,
     visible_job,
     visible_jobs,
@@ -71,9 +72,12 @@ class JobListCreateView(generics.ListAPIView):
         ),
     )
     def post(self, request):
-        spec = validated(s.JobCreateSerializer, request.data).to_spec()
+        serializer = validated(s.JobCreateSerializer, request.data)
+        spec, replaces = serializer.to_spec(), serializer.validated_data["replaces"]
         check_may_create(request, spec.name)
-        job, created = job_service.create_or_attach(spec, request.user)
+        if replaces is not None:
+            check_may_replace(request, replaces, spec.name)
+        job, created = job_service.create_or_attach(spec, request.user, replaces=replaces)
         return Response(r.JobSerializer(job).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 

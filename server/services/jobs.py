@@ -9,13 +9,14 @@ import secrets
 from dataclasses import dataclass, field
 
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from worker_sdk import formats
 
 from .. import sql, tasks
 from ..errors import InvalidTransition, JobSpecConflict, NotFound
-from ..models import ACTIONS, ACTIVE_STATES, Event, EventKind, Job, JobAction, JobState
+from ..models import ACTIONS, FINAL_STATES, Event, EventKind, Job, JobAction, JobState
 from . import units
 
 log = logging.getLogger("shardline.jobs")
@@ -78,16 +79,24 @@ def differing_fields(job: Job, spec: JobSpec) -> list[str]:
     return differs
 
 
-def create_or_attach(spec: JobSpec, user=None) -> tuple[Job, bool]:
-    """Returns (job, created). Exactly one job results however many callers race."""
+def create_or_attach(spec: JobSpec, user=None, replaces: int | None = None) -> tuple[Job, bool]:
+    """Returns (job, created). Exactly one job results however many callers race.
+
+    ``replaces``: the id of the job of this name that a new spec replaces
+    (the caller may, api/permissions.check_may_replace): it is retired, and
+    the new job takes the name. Every worker of the restarted run may send
+    it: the first replaces, the others attach to what it created.
+    """
     with transaction.atomic():
         sql.run("lock_job_name", {"name": spec.name})
         existing = Job.objects.filter(name=spec.name).first()
         if existing is not None:
             differs = differing_fields(existing, spec)
-            if differs:
+            if not differs:
+                return existing, False
+            if replaces is None or replaces != existing.id:
                 raise JobSpecConflict(spec.name, differs)
-            return existing, False
+            _retire(existing, differs, user)
 
         # Tables are always sliced: slicing pins the version every run reads.
         slices = bool(spec.num_slices) or any(formats.table_kind(work) for work in spec.works)
@@ -131,6 +140,30 @@ def create_or_attach(spec: JobSpec, user=None) -> tuple[Job, bool]:
         "job created", extra={"event": "job_created", "job": job.id, "job_name": job.name, "count": job.units_count}
     )
     return job, True
+
+
+def _retire(job: Job, differs: list[str], user=None) -> None:
+    """Frees a replaced job's name: renamed NAME-replaced-ID, and cancelled if it was still going."""
+    suffix = f"-replaced-{job.id}"
+    old_name = job.name
+    job.name = old_name[: 200 - len(suffix)] + suffix
+    fields = ["name", "updated_at"]
+    previous = job.state
+    if job.state not in FINAL_STATES:
+        job.state, job.finished_at = JobState.CANCELLED, timezone.now()
+        fields += ["state", "finished_at"]
+    job.save(update_fields=fields)
+    Event.objects.create(
+        job=job,
+        kind=EventKind.STATE,
+        message=f"{previous} -> {job.state} (replaced: a run named {old_name!r} restored a checkpoint of this job "
+        f"and reads another {', '.join(differs)})",
+        worker=actor_name(user),
+    )
+    log.info(
+        "job replaced",
+        extra={"event": "job_replaced", "job": job.id, "job_name": old_name, "user": actor_name(user)},
+    )
 
 
 def _work_units(spec: JobSpec):
@@ -193,7 +226,8 @@ def resume(job_id: int, user=None) -> Job:
 
 
 def cancel(job_id: int, user=None) -> Job:
-    return _transition(job_id, JobAction.CANCEL, JobState.CANCELLED, user, finished_at=timezone.now())
+    # The database's clock, as mark_running's: the timeline draws leases against it.
+    return _transition(job_id, JobAction.CANCEL, JobState.CANCELLED, user, finished_at=Now())
 
 
 def check_allows(job: Job, action: str) -> None:
@@ -231,13 +265,20 @@ def pause_message(job: Job) -> str:
 
 
 def mark_running(job_id: int) -> None:
-    if Job.objects.filter(pk=job_id, state=JobState.READY).update(state=JobState.RUNNING, started_at=timezone.now()):
+    # The database's clock, which stamps every lease and completion: the
+    # timeline compares them with it (a web host's clock may differ).
+    if Job.objects.filter(pk=job_id, state=JobState.READY).update(state=JobState.RUNNING, started_at=Now()):
         log.info("job running", extra={"event": "job_state", "job": job_id, "previous": "ready", "state": "running"})
 
 
 def mark_done(job_id: int) -> None:
-    if Job.objects.filter(pk=job_id, state__in=ACTIVE_STATES).update(state=JobState.DONE, finished_at=timezone.now()):
-        _record_done(job_id)
+    """A take found nothing left for it: the job is done if nothing is left in the whole job.
+
+    Guarded as a standalone completion's finish is: a take may see only part
+    of the job (a synchronous rank reading one epoch alone), and finishing on
+    its word ended the job while other epochs' items were held and pending.
+    """
+    finish_if_done(job_id)
 
 
 def finish_if_done(job_id: int) -> bool:

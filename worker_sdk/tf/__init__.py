@@ -9,6 +9,11 @@ checkpoint  a queue inside TF2 checkpoints (trackable) and TF1 Savers (saveable)
 internals   every TensorFlow internal the SDK relies on, named in one place
 staging     DeepRec's ``tf.staged`` and ``make_prefetch_hook``
 distributed synchronous training: MultiWorkerMirroredStrategy and Keras fit
+partial_restore  PartialRestoreSaverBuilder, for TF1 checkpoints written before the queue
+local_work  LocalWorkMgr's SessionRunHook
+
+``from worker_sdk.tf import PartialRestoreSaverBuilder`` imports TensorFlow
+then, not before.
 """
 
 from __future__ import annotations
@@ -68,3 +73,11 @@ def saveable(queue: WorkQueue):
     from . import checkpoint
 
     return checkpoint.register_saveable(queue)
+
+
+def __getattr__(name):
+    if name == "PartialRestoreSaverBuilder":
+        from .partial_restore import PartialRestoreSaverBuilder
+
+        return PartialRestoreSaverBuilder
+    raise AttributeError(f"module 'worker_sdk.tf' has no attribute {name!r}")

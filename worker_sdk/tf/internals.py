@@ -10,6 +10,9 @@ Trackable               the base class of objects ``tf.train.Checkpoint``
 SaveableObject, SaveSpec
                         what a TF1 ``Saver`` saves from the graph's
                         ``SAVEABLE_OBJECTS`` collection
+BulkSaverBuilder        the builder a TF1 ``Saver`` uses by default; its
+                        ``bulk_restore`` makes the restore tensors
+                        (PartialRestoreSaverBuilder overrides it)
 called_by_restore       whether a ``_serialize_to_tensors`` call comes from a
                         restore (which only asks for the tensors' names)
 GPUCompatibleFIFOQueue  the FIFOQueue whose resource may live on a GPU (the
@@ -23,9 +26,18 @@ import sys
 
 from tensorflow.python.ops.data_flow_ops import GPUCompatibleFIFOQueue
 from tensorflow.python.trackable.base import Trackable
+from tensorflow.python.training.saver import BulkSaverBuilder
 from tensorflow.python.training.saving.saveable_object import SaveableObject, SaveSpec
 
-__all__ = ["Trackable", "SaveableObject", "SaveSpec", "GPUCompatibleFIFOQueue", "called_by_restore", "session_closed"]
+__all__ = [
+    "Trackable",
+    "SaveableObject",
+    "SaveSpec",
+    "BulkSaverBuilder",
+    "GPUCompatibleFIFOQueue",
+    "called_by_restore",
+    "session_closed",
+]
 
 # The module whose functions call _serialize_to_tensors while restoring.
 RESTORE_MODULE = "tensorflow.python.checkpoint.restore"

@@ -83,6 +83,71 @@ def input_dataset(queue: WorkQueue):
     return tf.data.Dataset.from_generator(generate, output_signature=tf.TensorSpec(shape=[], dtype=tf.string))
 
 
+# The item a failed runner hands its readers instead of a work: the proxy's
+# dequeues raise the failure when they meet it (ProxyQueue), and a reader
+# given it as a file name fails with a message that names the failure.
+FAILED_PREFIX = b"shardline: the work queue's runner failed: "
+
+
+class _RunnerTake:
+    """input_producer's take: an error (a conflict, a cancelled job) becomes one failure item, then the end.
+
+    A QueueRunner whose enqueue raises anything but OutOfRange dies and leaves
+    the proxy open, so the training loop's dequeue would wait for good (with a
+    Coordinator, closing it makes the dequeue look like the end of the data).
+    """
+
+    def __init__(self, stream: Stream):
+        self.stream = stream
+        self.failed = False
+
+    def __call__(self) -> bytes:
+        if self.failed:
+            raise StopIteration("the work queue's runner failed")
+        try:
+            return _py_take(self.stream)
+        except StopIteration:
+            raise
+        except Exception as exc:  # noqa: BLE001  (handed to the session through the queue)
+            self.failed = True
+            return FAILED_PREFIX + f"{type(exc).__name__}: {exc}".encode()
+
+
+def _raise_failure(works: np.ndarray, least: np.ndarray) -> np.ndarray:
+    for work in works.reshape(-1):
+        if work.startswith(FAILED_PREFIX):
+            raise RuntimeError(work[len(FAILED_PREFIX) :].decode(errors="replace"))
+    if len(works) < least:
+        # dequeue_many's own answer to a closed queue with fewer elements left.
+        raise StopIteration(f"the queue is closed and has fewer than {int(least)} elements left")
+    return works
+
+
+class ProxyQueue(tf.queue.FIFOQueue):
+    """input_producer's proxy: a FIFOQueue whose dequeues raise the runner's failure instead of returning it.
+
+    ``dequeue_many(n)`` is ``dequeue_up_to(n)`` checked: on a closed queue
+    holding the failure and fewer than n elements, the plain op would raise
+    OutOfRange (the end of the data) and hide the failure.
+    """
+
+    def _checked(self, works, least: int = 0):
+        checked = tf.compat.v1.py_func(
+            _raise_failure, [works, np.int64(least)], tf.string, stateful=False, name="check_runner"
+        )
+        checked.set_shape(works.shape if not least else [least, *works.shape[1:]])
+        return checked
+
+    def dequeue(self, name=None):
+        return self._checked(super().dequeue(name=name))
+
+    def dequeue_many(self, n, name=None):
+        return self._checked(super().dequeue_up_to(n, name=name), least=n)
+
+    def dequeue_up_to(self, n, name=None):
+        return self._checked(super().dequeue_up_to(n, name=name))
+
+
 def input_producer(queue: WorkQueue):
     _track(queue)
     if tf.executing_eagerly():
@@ -94,11 +159,11 @@ def input_producer(queue: WorkQueue):
     # the items still in the reader and the queue; they are acknowledged when
     # the session's readers have finished (WorkQueue.close(), run at normal
     # exit), and meanwhile the server knows this worker is at its end.
-    stream = queue.stream(lag=3)
+    runner_take = _RunnerTake(queue.stream(lag=3))
     with tf.name_scope(queue.name):
-        work = tf.compat.v1.py_func(lambda: _py_take(stream), [], tf.string, stateful=True, name="take")
+        work = tf.compat.v1.py_func(runner_take, [], tf.string, stateful=True, name="take")
         work.set_shape([])
-        proxy = tf.queue.FIFOQueue(capacity=1, dtypes=[tf.string], shapes=[tf.TensorShape([1])], name="proxy")
+        proxy = ProxyQueue(capacity=1, dtypes=[tf.string], shapes=[tf.TensorShape([1])], name="proxy")
         enqueue = proxy.enqueue(tf.reshape(work, [1]))
         cancel = proxy.close(cancel_pending_enqueues=True)
         runner = tf.compat.v1.train.QueueRunner(proxy, [enqueue], cancel_op=cancel)
