@@ -124,7 +124,7 @@ class Resumable:
         job. Every worker of the run may do this; the first replaces, the
         others attach.
         """
-        log.info(
+        log.warning(
             "Works queue %s abandoned in checkpoint: it was saved over other works or settings (job %s); "
             "job %s now reads this queue's works from the start",
             self.name,

@@ -69,7 +69,7 @@ def partial_restore(args):
         tf.add_to_collection(tf.GraphKeys.SAVERS, saver)
     with tf.train.MonitoredTrainingSession(checkpoint_dir=args.dir, log_step_count_steps=None) as sess:
         print("read", sess.run(dequeue)[0].decode(), flush=True)
-        print("fresh", list(sess.run(fresh)), "step", sess.run(step), flush=True)
+        print("fresh", sess.run(fresh).tolist(), "step", sess.run(step), flush=True)
 
 
 def runner_error(args):

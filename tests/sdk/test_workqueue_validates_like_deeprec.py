@@ -42,3 +42,29 @@ def test_the_job_name_joins_name_and_run(monkeypatch):
     assert queue.job_name == "ctr-queue.2026-11-22-run-1"
     monkeypatch.delenv("SHARDLINE_RUN")
     assert WorkQueue(["a"], url=URL).job_name == "work_queue"
+
+
+def test_deeprecs_whole_signature_is_accepted_positionally(tmp_path):
+    from worker_sdk import LocalWorkMgr
+
+    manager = LocalWorkMgr("worker", 3, str(tmp_path))
+    # works, num_epochs, shuffle, seed, prefix, num_slices, num_clients, name, local_work_mgr: DeepRec's order.
+    queue = WorkQueue([b"to", b"be"], 2, False, 7, None, 6, 4, "wq", manager, url=URL)
+    assert (queue.num_epochs, queue.shuffle, queue.seed, queue.num_slices) == (2, False, 7, 6)
+    assert (queue.num_clients, queue.name, queue.local_work_mgr) == (4, "wq", manager)
+    assert queue.digest == b"to,be" and len(queue) == 6  # the slices asked for, as DeepRec's capacity
+    assert queue.worker == "worker:3"  # a restart of this task is the same worker
+    assert len(WorkQueue(["a"], name=None, url=URL)) == 1 and WorkQueue(["a"], url=URL).name == "work_queue"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [(("ps", 0), "chief or worker"), (("worker", -1), "task_index"), (("worker", "0"), "task_index")],
+)
+def test_local_work_mgr_refuses_what_deeprec_asserts(tmp_path, args, message):
+    from worker_sdk import LocalWorkMgr
+
+    with pytest.raises(ValueError, match=message):
+        LocalWorkMgr(*args, str(tmp_path))
+    with pytest.raises(ValueError, match="not a directory"):
+        LocalWorkMgr("worker", 0, str(tmp_path / "missing"))

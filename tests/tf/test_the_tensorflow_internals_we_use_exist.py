@@ -7,6 +7,7 @@ worker_sdk.tf.checkpoint uses, so no server is involved.
 """
 
 import importlib
+import inspect
 
 import pytest
 import tensorflow as tf
@@ -45,6 +46,10 @@ def test_the_restore_module_exists_and_the_gpu_queue_is_a_queue():
     assert importlib.import_module(internals.RESTORE_MODULE).__name__ == internals.RESTORE_MODULE
     # staging uses the QueueBase ops: enqueue, dequeue, close, size.
     assert issubclass(internals.GPUCompatibleFIFOQueue, tf.queue.QueueBase)
+    # PartialRestoreSaverBuilder overrides bulk_restore, which _AddRestoreOps calls with these arguments.
+    parameters = list(inspect.signature(internals.BulkSaverBuilder.bulk_restore).parameters)
+    assert parameters == ["self", "filename_tensor", "saveables", "preferred_shard", "restore_sequentially"]
+    assert "self.bulk_restore(" in inspect.getsource(internals.BulkSaverBuilder._AddRestoreOps)
 
 
 def test_a_checkpoint_save_takes_one_snapshot_and_its_restore_takes_none(tmp_path):
