@@ -30,7 +30,9 @@ def test_tf1_monitored_sessions_restart_on_other_works(graph_worker, sdk_env, tm
     job_name = f"{name}.{sdk_env['SHARDLINE_RUN']}"
     new = Job.objects.get(name=job_name)
     old = Job.objects.get(name__startswith=f"{job_name}-replaced-")
-    assert new.spec_digest != old.spec_digest and old.state == "cancelled" and old.name == f"{job_name}-replaced-{old.id}"
+    assert (
+        new.spec_digest != old.spec_digest and old.state == "cancelled" and old.name == f"{job_name}-replaced-{old.id}"
+    )
     assert Event.objects.filter(job=old, message__contains="replaced").exists()
     # The third run restores the new works' checkpoint as usual: same job, no replacement.
     third = graph_worker("checkpoint", "--dir", str(tmp_path), "--name", name, *NEW)
