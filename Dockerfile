@@ -29,4 +29,4 @@ EXPOSE 8000
 # Files left by an earlier run of this container (a restart) would add dead
 # workers' counts to /metrics: the web server wipes them when it starts, and
 # only it. gunicorn takes its number of workers from WEB_CONCURRENCY.
-CMD ["sh", "-c", "if [ -n \"$PROMETHEUS_MULTIPROC_DIR\" ]; then rm -f \"$PROMETHEUS_MULTIPROC_DIR\"/*.db; fi; exec gunicorn server.asgi --worker-class uvicorn_worker.UvicornWorker --bind 0.0.0.0:8000 --graceful-timeout 20"]
+CMD ["sh", "-c", "if [ -n \"$PROMETHEUS_MULTIPROC_DIR\" ]; then rm -f \"$PROMETHEUS_MULTIPROC_DIR\"/*.db; fi; exec gunicorn --config python:server.gunicorn_conf server.asgi --worker-class uvicorn_worker.UvicornWorker --bind 0.0.0.0:8000 --graceful-timeout 20"]

@@ -75,6 +75,8 @@ class ServerProcess:
                 sys.executable,
                 "-m",
                 "gunicorn",
+                "--config",
+                "python:server.gunicorn_conf",
                 *(["server.asgi", "--worker-class", "uvicorn_worker.UvicornWorker"] if self.asgi else ["server.wsgi"]),
                 "--bind",
                 f"127.0.0.1:{self.port}",

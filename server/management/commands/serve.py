@@ -95,6 +95,8 @@ class Command(BaseCommand):
                     sys.executable,
                     "-m",
                     "gunicorn",
+                    "--config",
+                    "python:server.gunicorn_conf",
                     # ASGI: waiting takes and heartbeats hold no thread (server/api/waits.py).
                     "server.asgi",
                     "--worker-class",
