@@ -90,15 +90,19 @@ FAILED_PREFIX = b"shardline: the work queue's runner failed: "
 
 
 class _RunnerTake:
-    """input_producer's take: an error (a conflict, a cancelled job) becomes one failure item, then the end.
+    """input_producer's take, and what it does when a take fails (a cancelled job, a spec conflict).
 
-    A QueueRunner whose enqueue raises anything but OutOfRange dies and leaves
-    the proxy open, so the training loop's dequeue would wait for good (with a
-    Coordinator, closing it makes the dequeue look like the end of the data).
+    Under a Coordinator (MonitoredSession, ``start_queue_runners(coord=...)``)
+    it raises: the runner hands the error to the Coordinator, which closes the
+    proxy and has the session raise that error. Without one, a runner that
+    raises dies alone and the proxy stays open, so the training loop would
+    wait for good: the error then becomes one failure item, then the end, and
+    the proxy's dequeues raise it (ProxyQueue).
     """
 
     def __init__(self, stream: Stream):
         self.stream = stream
+        self.coordinated = False  # set by the runner's create_threads
         self.failed = False
 
     def __call__(self) -> bytes:
@@ -108,9 +112,23 @@ class _RunnerTake:
             return _py_take(self.stream)
         except StopIteration:
             raise
-        except Exception as exc:  # noqa: BLE001  (handed to the session through the queue)
+        except Exception as exc:
+            if self.coordinated:
+                raise
             self.failed = True
             return FAILED_PREFIX + f"{type(exc).__name__}: {exc}".encode()
+
+
+class _Runner(tf.compat.v1.train.QueueRunner):
+    """A QueueRunner that tells its take whether a Coordinator watches its threads."""
+
+    def __init__(self, take: _RunnerTake, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.take = take
+
+    def create_threads(self, sess, coord=None, daemon=False, start=False):
+        self.take.coordinated = coord is not None
+        return super().create_threads(sess, coord=coord, daemon=daemon, start=start)
 
 
 def _raise_failure(works: np.ndarray, least: np.ndarray) -> np.ndarray:
@@ -166,7 +184,7 @@ def input_producer(queue: WorkQueue):
         proxy = ProxyQueue(capacity=1, dtypes=[tf.string], shapes=[tf.TensorShape([1])], name="proxy")
         enqueue = proxy.enqueue(tf.reshape(work, [1]))
         cancel = proxy.close(cancel_pending_enqueues=True)
-        runner = tf.compat.v1.train.QueueRunner(proxy, [enqueue], cancel_op=cancel)
+        runner = _Runner(runner_take, proxy, [enqueue], cancel_op=cancel)
         tf.compat.v1.train.add_queue_runner(runner)
     return proxy
 
