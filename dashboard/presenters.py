@@ -193,8 +193,10 @@ def timeline_chart(data: dict, ended: bool = False) -> dict:
     if ended and leases:
         # A finished job's window is its activity: from the first lease shown to the last
         # completion, not to a finish (or now) long after it (the bars were 2% of the width).
+        # Nor before it: a holder may complete what it read after a cancel.
         start = max(start, min(lease["leased_at"] for lease in leases))
-        end = min(end, max((lease["completed_at"] or end) for lease in leases))
+        completions = [lease["completed_at"] for lease in leases if lease["completed_at"]]
+        end = max(completions) if completions else end
     span = max((end - start).total_seconds(), 1.0)
     plot_w = TIMELINE_WIDTH - TIMELINE_LEFT - 4
 

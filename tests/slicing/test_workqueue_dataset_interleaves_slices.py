@@ -23,12 +23,22 @@ def sliced_queue(sdk_env, celery_worker, tmp_path):
     return queue, expected
 
 
+def assert_every_item_done(queue):
+    # A slot that finds nothing left to lease asks for a split of a slice
+    # still being read (the liquid tail, server/services/splits.py); whether
+    # one is still far enough from its end then depends on the schedule. Each
+    # split adds one item to the 12 slices.
+    job = queue._client.job(queue.job["id"])
+    marks = queue.watermarks()
+    assert (marks["state"], marks["leased"], marks["pending"], marks["failed"]) == ("done", 0, 0, 0), marks
+    assert marks["done"] == 12 + job["splits"], (marks, job)
+
+
 def test_reading_every_slice_through_the_dataset_yields_the_files_records(sliced_queue):
     queue, expected = sliced_queue
     got = Counter(record.numpy() for record in queue.dataset(cycle_length=3))
     assert got == expected
-    marks = queue.watermarks()
-    assert (marks["done"], marks["leased"], marks["state"]) == (12, 0, "done")
+    assert_every_item_done(queue)
 
 
 def test_a_slow_slice_does_not_stall_the_others(sliced_queue):
@@ -52,7 +62,7 @@ def test_a_slow_slice_does_not_stall_the_others(sliced_queue):
             released.set()
     assert outcome == {"released": True}, "the other slices did not stream past the blocked one"
     assert got == expected
-    assert queue.watermarks()["done"] == 12
+    assert_every_item_done(queue)
 
 
 def test_a_reader_error_fails_that_item_and_reaches_the_consumer(sliced_queue, live_api):
