@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from server import progress, selectors
@@ -148,6 +149,9 @@ def _job_context(request, job) -> dict:
         "actions": _actions(job, job_progress.failed),
         # Who cancelled it and when, as its workers are told (from the job's events).
         "cancelled": job_service.cancellation_message(job) if job.state == JobState.CANCELLED else None,
+        # What its waiting workers are told after a minute of slicing, and the job's warnings.
+        "slicing_stalled": job.slicing_stalled(timezone.now()),
+        "warnings": job.warnings,
         "snapshots": list(snapshots.list_for(job)[:10]),
         "restores": list(snapshots.restores_for(job)[:5]),
     }
