@@ -93,8 +93,6 @@ def refusals(works: list[str], prefix: str | None, num_slices: int | None) -> li
                 path = formats.table_location(full)
             elif num_slices:
                 path = formats.split_format(full)[0]
-                if sources.missing_filesystem(path):
-                    continue  # no filesystem for it here: handed out whole, never opened
             else:
                 continue  # handed to workers as is: the server never opens it
             sources.check_roots(path, roots)

@@ -127,9 +127,9 @@ def check_roots(path: str, roots: list[str] | None) -> None:
 def missing_filesystem(path: str) -> str | None:
     """Why the server has no filesystem at all for ``path``'s URL scheme (None: it has one, or it is a local path).
 
-    Asks fsspec's registry only: nothing is instantiated or contacted, so it
-    is safe at job creation. Such a work cannot be read by the server under
-    any policy; with ``num_slices`` it is handed out whole.
+    Asks fsspec's registry only: nothing is instantiated or contacted. Such
+    a work (under the data roots: the policy is checked first, the same on
+    every deployment) is handed out whole when slices are asked for.
     """
     if "://" not in path or path.startswith("file://"):
         return None

@@ -121,9 +121,7 @@ def slice_job(job_id: int) -> str:
                 expanded.append(sources.Work(current, None))  # sliced for its tables only: a file stays whole
             else:
                 _warn_unrestricted(job, roots, True)
-                path = formats.split_format(current)[0]
-                if not sources.missing_filesystem(path):
-                    sources.check_roots(path, roots)
+                sources.check_roots(formats.split_format(current)[0], roots)
                 expanded += sources.expand(current)
         for work in expanded:  # a directory or glob (or a table's data files) may lead out
             current = work.path

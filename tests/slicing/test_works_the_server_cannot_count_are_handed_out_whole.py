@@ -19,15 +19,24 @@ from server import sources
 from server.models import Job
 from server.services import jobs, slicing
 
-from .conftest import drain
 from .data import write_csv
 
 
-def test_a_work_of_a_scheme_without_a_filesystem_is_handed_out_whole_with_a_warning(make_job, live_api, tmp_path):
+@pytest.mark.django_db
+def test_a_work_of_a_scheme_without_a_filesystem_is_handed_out_whole_with_a_warning(worker_client, tmp_path):
     csv = write_csv(tmp_path / "good.csv", 12)
-    job = make_job(["nosuchfs://bucket/part-0", csv], num_slices=4)
+    body = {"name": "no-fs", "works": ["nosuchfs://bucket/part-0", str(csv)], "num_slices": 4, "shuffle": False}
+    with override_settings(SHARDLINE_DATA_ROOTS=[str(tmp_path)]):
+        # The admin's policy comes first, whatever the server has installed.
+        refused = worker_client.post("/api/v1/jobs/", body, format="json")
+        assert refused.status_code == 400 and "outside the allowed data roots" in refused.json()["message"]
+    with override_settings(SHARDLINE_DATA_ROOTS=[str(tmp_path), "nosuchfs://bucket/"]):
+        created = worker_client.post("/api/v1/jobs/", body, format="json")
+        assert created.status_code == 201, created.content
+        slicing.slice_job(created.json()["id"])
+    job = worker_client.get(f"/api/v1/jobs/{created.json()['id']}/").json()
     assert job["state"] == "ready", job["error"]
-    items = [item for item, _offset in drain(live_api("worker"), job["id"])]
+    items = list(Job.objects.get(pk=job["id"]).unit_set.order_by("idx").values_list("item", flat=True))
     assert items[0] == "nosuchfs://bucket/part-0"
     assert len(items) == 4 and all(item.startswith(f"{csv}?start=") for item in items[1:])
     [warning] = job["warnings"]
