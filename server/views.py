@@ -9,6 +9,8 @@ from django.views.decorators.http import require_GET
 from django.views.defaults import page_not_found
 from django.views.defaults import server_error as django_server_error
 
+from worker_sdk import __version__
+
 from . import metrics
 
 
@@ -21,8 +23,10 @@ def healthz(request):
             cursor.execute("SELECT 1")
             cursor.fetchone()
     except Exception as exc:  # any database failure means "not healthy", with the reason
-        return JsonResponse({"status": "unavailable", "database": type(exc).__name__}, status=503)
-    return JsonResponse({"status": "ok", "database": "ok"})
+        return JsonResponse(
+            {"status": "unavailable", "database": type(exc).__name__, "version": __version__}, status=503
+        )
+    return JsonResponse({"status": "ok", "database": "ok", "version": __version__})
 
 
 @require_GET

@@ -6,6 +6,8 @@ Shardline server; ``staged`` and ``make_prefetch_hook`` are DeepRec's
 TensorFlow: TensorFlow is imported by the parts that use it.
 """
 
+__version__ = "0.2.0"  # CHANGELOG.md
+
 from .errors import (
     APIError,
     AuthError,
@@ -20,6 +22,7 @@ from .local_work import LocalWorkMgr
 from .queue import QueueExhausted, WorkQueue
 
 __all__ = [
+    "__version__",
     "WorkQueue",
     "LocalWorkMgr",
     "QueueExhausted",

@@ -1,7 +1,12 @@
+import importlib.metadata
+import re
+
 import pytest
 from django.db import connection
 
 from server import checks
+from tests.support import ROOT
+from worker_sdk import __version__ as VERSION
 
 from .helpers import create_job, take
 
@@ -11,7 +16,13 @@ pytestmark = pytest.mark.django_db
 @pytest.mark.smoke
 def test_healthz_checks_the_database(client):
     response = client.get("/healthz")
-    assert response.status_code == 200 and response.json() == {"status": "ok", "database": "ok"}
+    assert response.status_code == 200 and response.json() == {"status": "ok", "database": "ok", "version": VERSION}
+
+
+def test_one_version_for_the_package_the_sdk_and_the_server():
+    # pyproject reads it from worker_sdk.__version__; the installed metadata must agree (a stale install would not).
+    assert VERSION == importlib.metadata.version("shardline") and re.fullmatch(r"\d+\.\d+\.\d+", VERSION)
+    assert f"## [{VERSION}]" in (ROOT / "CHANGELOG.md").read_text()
 
 
 def test_metrics_expose_job_gauges_and_lease_counters(client, worker_client, job_name):
