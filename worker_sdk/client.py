@@ -22,6 +22,26 @@ class Client:
     def job(self, job_id: int) -> dict:
         return self.transport.request("GET", f"/api/v1/jobs/{job_id}/")
 
+    def jobs(self, state: str | None = None, page: int = 1, page_size: int = 50) -> dict:
+        """One page of jobs, newest first: ``{"count", "next", "previous", "results"}``."""
+        params = {"page": page, "page_size": page_size, **({"state": state} if state else {})}
+        return self.transport.request("GET", "/api/v1/jobs/", params=params)
+
+    def job_action(self, job_id: int, action: str) -> dict:
+        """pause, resume, cancel or retry-failed (an admin's)."""
+        return self.transport.request("POST", f"/api/v1/jobs/{job_id}/{action}/")
+
+    def items(self, job_id: int, filters: dict, cursor: str | None = None, page_size: int = 1000) -> dict:
+        """One page of audit rows: ``{"next", "previous", "results"}`` (``next``: the following page's URL)."""
+        params = {**filters, "page_size": page_size, **({"cursor": cursor} if cursor else {})}
+        return self.transport.request("GET", f"/api/v1/jobs/{job_id}/items/", params=params)
+
+    def items_csv(self, job_id: int, filters: dict) -> bytes:
+        """The audit rows as the server's CSV export (every row that matches)."""
+        return self.transport.request(
+            "GET", f"/api/v1/jobs/{job_id}/items/", params={**filters, "format": "csv"}, raw=True
+        )
+
     def take(
         self,
         job_id: int,

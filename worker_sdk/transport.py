@@ -86,11 +86,13 @@ class Transport:
         params=None,
         idempotency_key: str | None = None,
         server_wait: float = 0.0,
+        raw: bool = False,
     ):
         """One API call, retried as the module docstring says; every retry carries the same ``idempotency_key``.
 
         ``server_wait``: seconds the server may hold the request (a waiting
-        take), added to the read timeout.
+        take), added to the read timeout. ``raw``: the answer's bytes (a CSV
+        export), not its JSON.
         """
         url = self.url + path
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
@@ -107,6 +109,8 @@ class Transport:
                 problem, wait = f"{type(exc).__name__}: {exc}", self.backoff(attempt)
             else:
                 if response.status_code < 400:
+                    if raw:
+                        return response.content
                     return response.json() if response.content else None
                 body = _json_body(response)
                 if response.status_code == 401 and not self.token:

@@ -66,7 +66,7 @@ class _EpochGate:
 def steps_per_epoch(queue, global_batch_size: int) -> int:
     """An epoch's records over the global batch (once the job is sliced); ValueError when they are not known."""
     sync.until_sliced(queue)
-    counts = queue._client.epoch_records(queue.job["id"], 0)
+    counts = queue.epoch_records(0)
     if counts["per_epoch"] is None:
         raise ValueError(
             f"work queue {queue.name}: the records of an epoch are not known (works read whole): synchronous "
@@ -120,10 +120,9 @@ def dataset(
 
 def first_unread_epoch(queue, per_epoch_read: int) -> int:
     """The first epoch of which at least ``per_epoch_read`` records are unread (the queue's epochs when none is)."""
-    client, job = queue._client, queue.job["id"]
     before = 0
     for epoch in range(queue.num_epochs):
-        unread = client.epoch_records(job, epoch)["unread"]
+        unread = queue.epoch_records(epoch)["unread"]
         if unread - before >= per_epoch_read:
             return epoch
         before = unread
