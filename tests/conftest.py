@@ -57,13 +57,25 @@ def start_celery_worker(db_url: str, name: str) -> subprocess.Popen:
     )
 
 
+LIVE_FIXTURES = {"live_server_url", "test_database_url", "live_keys"}
+
+
 def pytest_collection_modifyitems(items):
     # pytest-django creates the test database only for tests marked django_db;
     # a test that only talks to a server process needs it too. Its own
     # transaction stays empty: everything it checks goes through the server.
     for item in items:
-        if {"live_server_url", "test_database_url", "live_keys"} & set(getattr(item, "fixturenames", ())):
+        if LIVE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.django_db)
+    # Then every test that talks to a server runs after every other one
+    # (pytest-django has sorted those: database tests, transactional ones, the
+    # rest). A transactional test empties every table when it ends, the
+    # session's committed tokens (live_keys) included, and a database test
+    # may count rows that servers commit. A live test that also asks for an
+    # in-process database fixture was sorted among the database tests: it
+    # made the tokens early, a transactional test then deleted them, and every
+    # later live test got 401 (189 failures in one run).
+    items[:] = sorted(items, key=lambda item: bool(LIVE_FIXTURES & set(getattr(item, "fixturenames", ()))))
 
 
 def make_key(username: str, role: str) -> str:

@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from server.models import Event, Job
+from tests.security.trust import live_tokens
 
 pytestmark = pytest.mark.tf
 
@@ -57,8 +58,12 @@ def test_tf2_checkpoint_over_other_works_starts_the_new_works(sdk_env, tmp_path,
     assert restarted.job["id"] != saved.job["id"] and restarted.job["name"] == saved.job["name"]
 
 
-def test_only_a_job_of_the_same_name_and_a_caller_allowed_to_restore_it_is_replaced(live_api, client_for):
-    worker, stranger = live_api("worker"), client_for("worker")
+def test_only_a_job_of_the_same_name_and_a_caller_allowed_to_restore_it_is_replaced(
+    live_api, live_server_url, test_database_url
+):
+    # Another worker user, through the server too: a test asking for the in-process database fixtures would
+    # run among pytest-django's database tests, before the transactional ones that empty the tables.
+    worker, (stranger,) = live_api("worker"), live_tokens(live_server_url, test_database_url, [("worker", None, None)])
     name = f"replace-{uuid.uuid4().hex[:8]}"
     old = worker.post("/api/v1/jobs/", {"name": name, "works": OLD}).json()
     other = worker.post("/api/v1/jobs/", {"name": name + "-x", "works": OLD}).json()
@@ -67,7 +72,7 @@ def test_only_a_job_of_the_same_name_and_a_caller_allowed_to_restore_it_is_repla
     refused = worker.post("/api/v1/jobs/", {"name": name, "works": NEW, "replaces": other["id"]})
     assert refused.status_code == 409 and refused.json()["error"] == "job_spec_conflict"
     # Another user's unscoped worker token may not cancel this job by replacing it.
-    denied = stranger.post("/api/v1/jobs/", {"name": name, "works": NEW, "replaces": old["id"]}, format="json")
+    denied = stranger.post("/api/v1/jobs/", {"name": name, "works": NEW, "replaces": old["id"]})
     assert denied.status_code == 403 and "replace" in denied.json()["message"]
     assert Job.objects.get(pk=old["id"]).name == name
 
