@@ -72,9 +72,15 @@ def reader_environment() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def source_database(django_db_setup):
     """The ``sources`` connection's database, created for the session; its libpq URL."""
-    admin = psycopg.connect(url_of(_configured["NAME"]), autocommit=True)
-    admin.execute(f'DROP DATABASE IF EXISTS "{SOURCE_DATABASE}" WITH (FORCE)')
-    admin.execute(f'CREATE DATABASE "{SOURCE_DATABASE}"')
+
+    # A connection for each statement: one held open for the whole session
+    # is ended by the chaos tests that terminate the server's connections
+    # (AdminShutdown at this fixture's teardown).
+    def admin(statement: str) -> None:
+        with psycopg.connect(url_of(_configured["NAME"]), autocommit=True) as connection:
+            connection.execute(statement)
+
+    admin(f'DROP DATABASE IF EXISTS "{SOURCE_DATABASE}" WITH (FORCE)')
+    admin(f'CREATE DATABASE "{SOURCE_DATABASE}"')
     yield url_of(SOURCE_DATABASE)
-    admin.execute(f'DROP DATABASE IF EXISTS "{SOURCE_DATABASE}" WITH (FORCE)')
-    admin.close()
+    admin(f'DROP DATABASE IF EXISTS "{SOURCE_DATABASE}" WITH (FORCE)')
