@@ -108,6 +108,9 @@ def main():
         print(f"queue {marks['name']}: {marks['done']}/{marks['total']} items done, state {marks['state']}")
     queue.close()
     dist.barrier()  # no rank tears the process group down while another is still in its last collective
+    # Unregisters the group; the SDK lets go of it last, at exit, once this
+    # function's DDP model is gone (README, "Ending a rank"): keep the model
+    # in a function, not in a global.
     dist.destroy_process_group()
 
 

@@ -4,6 +4,10 @@ A normal exit means the readers finished: every queue is closed, which
 acknowledges what its consumers that reached their end still hold (an item
 still open elsewhere expires and is read again). After an uncaught exception (the interpreter keeps it in
 ``sys.last_value``) the items are left to expire and be read again.
+
+Integrations add what must end after the queues and before the interpreter
+finalizes (``after_queues``): worker_sdk.torch ends the process groups its
+SyncLoaders used there.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import logging
 import sys
 import traceback
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from . import errors
 
@@ -23,11 +27,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("worker_sdk")
 
 _queues: weakref.WeakSet[WorkQueue] = weakref.WeakSet()
+_after_queues: list[Callable[[], None]] = []
 
 
 def register(queue: WorkQueue) -> None:
     """Closes ``queue`` at a normal exit of the process."""
     _queues.add(queue)
+
+
+def after_queues(callback: Callable[[], None]) -> None:
+    """Runs ``callback`` at a normal exit, once the queues are closed, while the interpreter still runs (once)."""
+    if callback not in _after_queues:
+        _after_queues.append(callback)
 
 
 @atexit.register
@@ -45,3 +56,8 @@ def _close_queues():
             queue.close()
         except errors.ShardlineError as exc:
             log.warning("work queue %s: could not complete held items at exit: %s", queue.name, exc)
+    for callback in list(_after_queues):
+        try:
+            callback()
+        except Exception as exc:  # one integration's failure must not keep the others from ending
+            log.warning("%s at exit failed: %s", getattr(callback, "__qualname__", callback), exc)

@@ -16,18 +16,33 @@ itself, with ``num_workers=0``, when it asks for the next item).
 
 from __future__ import annotations
 
+import gc
+import logging
 import os
+import weakref
 from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
-from . import sync
+from . import at_exit, sync
 from .names import default_worker_name
 from .queue import WorkQueue
 
 try:
+    import torch.distributed as _dist
     from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 except ImportError as exc:
     raise ImportError(f"worker_sdk.torch needs PyTorch: pip install torch ({exc})") from exc
+
+if _dist.is_available() and not _dist.is_initialized():
+    # Its collectives take ``group=group.WORLD`` as a default argument, which
+    # Python evaluates at import: imported after init_process_group (DDP's
+    # first model and torch.distributed.checkpoint import it) it holds the
+    # world group until the interpreter finalizes, past destroy_process_group,
+    # and the group then ends too late (see _end_process_groups). Imported
+    # now, before the script's init_process_group, the default is None.
+    import torch.distributed.nn.functional  # noqa: F401
+
+log = logging.getLogger("worker_sdk")
 
 
 class WorkQueueDataset(IterableDataset):
@@ -164,6 +179,8 @@ class SyncLoader:
         if self.plan is not None and self.plan.epoch == self.epoch:
             return self.plan
         rank, world = _rank_and_world(self.group)
+        if world > 1:
+            _hold(self.group)
         found = [None]
         if rank == 0:
             sync.until_sliced(self.queue)
@@ -235,6 +252,8 @@ class QueueState:
         # rank 0, shared, rather than one per rank.
         group = self.loader.group if self.loader is not None else None
         rank, world = _rank_and_world(group)
+        if world > 1:
+            _hold(group)
         found = [None]
         if rank == 0:
             found[0] = {
@@ -255,6 +274,62 @@ class QueueState:
         self.queue.restore_checkpoint_state(state["digest"], state["position"], generation)
         if self.loader is not None:
             self.loader.set_epoch(int(state["epoch"]))
+
+
+# -- the process group at exit -------------------------------------------------------
+#
+# gloo runs each collective on a thread of the process group, which lets go
+# of the collective's tensors only after the caller has its result (and a
+# barrier holds the collectives still in flight when it began until it is let
+# go of in turn). Freeing a tensor that Python has let go of meanwhile takes
+# the GIL. So the group must end (its destructor joins those threads) while
+# the interpreter runs and with the GIL free: its Python handle does that
+# when it holds the last reference. Two other endings race with those
+# threads: the DDP model's Reducer holding the last reference when the
+# training function returns (it joins with the GIL held: the rank hangs), and
+# the group living until the interpreter finalizes (a thread that asks for
+# the GIL then is ended inside a C++ destructor: "terminate called without an
+# active exception", SIGABRT, after the rank's work is done; pytorch issue
+# 190489). The SDK holds the groups its SyncLoaders use and lets go of them
+# last, at a normal exit, before the interpreter finalizes.
+
+_groups: list = []
+_groups_pid: int | None = None
+
+
+def _hold(group) -> None:
+    """Keeps ``group`` (None: the world), if gloo runs it, until a normal exit: see _end_process_groups."""
+    global _groups_pid
+    import torch.distributed as dist
+
+    group = dist.group.WORLD if group is None else group
+    if group is None or "gloo" not in str(dist.get_backend(group)):
+        return
+    if _groups_pid not in (None, os.getpid()):
+        return  # a forked copy: its groups' threads are not in it, so it must never end them
+    _groups_pid = os.getpid()
+    if not any(group is held for held in _groups):
+        _groups.append(group)
+    at_exit.after_queues(_end_process_groups)
+
+
+def _end_process_groups() -> None:
+    """Ends the held process groups now, while the interpreter runs (at a normal exit, after the queues close)."""
+    if not _groups or _groups_pid != os.getpid():
+        return
+    import torch.distributed as dist
+
+    gc.collect()  # a DDP model in a reference cycle lets go of its group now, while ours still holds it
+    if dist.is_initialized() and dist.get_backend() == "gloo":
+        dist.destroy_process_group()  # the script did not; its groups then end here as well
+    handles = [weakref.ref(group) for group in _groups]
+    _groups.clear()  # the last references: each group's destructor joins its threads here, the GIL released
+    if any(handle() is not None for handle in handles):
+        log.warning(
+            "a torch.distributed process group is still referenced at exit (a DDP model in a global "
+            "variable, or torch.distributed.nn imported after init_process_group); gloo may abort the process as "
+            "the interpreter ends (pytorch issue 190489)"
+        )
 
 
 def _rank_and_world(group) -> tuple[int, int]:

@@ -2,7 +2,7 @@
 
     torchrun --standalone --nproc_per_node=N tests/sync/ddp_rank.py --name NAME [--slices S] [--epochs E]
         [--batch B] [--loaders L] [--slow-rank R] [--slow 0.01] [--checkpoint DIR] [--die-at RANK:EPOCH:STEP]
-        [--stop-after EPOCH] --out DIR WORK...
+        [--stop-after EPOCH] [--lagging-gloo] --out DIR WORK...
 
 Each step is a real DDP step (a forward and a backward of a tiny model, whose
 gradients every rank all-reduces), so ranks that ran different numbers of
@@ -11,14 +11,15 @@ steps would hang in it. Writes to OUT/rank<R>-<attempt>.txt, per epoch,
 record trained on (a file per rank: torchrun's merged output can cut lines
 of one rank into another's); with --checkpoint, saves
 the queue's position with torch.distributed.checkpoint after every epoch and
-resumes from it when it exists (a restarted run).
+resumes from it when it exists (a restarted run). With --lagging-gloo (Linux)
+gloo's threads lag behind the rank's main thread, as on a loaded machine: what
+the end of the process must survive (see lag_gloo_threads).
 """
 
 import argparse
 import faulthandler
 import os
 import signal
-import sys
 import time
 
 import torch
@@ -40,6 +41,7 @@ def main():
     parser.add_argument("--checkpoint", default=None)
     parser.add_argument("--die-at", default=None, help="RANK:EPOCH:STEP: that rank SIGKILLs itself there (first run)")
     parser.add_argument("--stop-after", type=int, default=None, help="end the run after this epoch (and its save)")
+    parser.add_argument("--lagging-gloo", action="store_true", help="gloo's threads run late (lag_gloo_threads)")
     parser.add_argument("--out", required=True)
     parser.add_argument("works", nargs="+")
     args = parser.parse_args()
@@ -47,6 +49,8 @@ def main():
     faulthandler.enable()  # and a rank that aborts, where it was
 
     dist.init_process_group("gloo")
+    if args.lagging_gloo:
+        lag_gloo_threads()
     rank = dist.get_rank()
     queue = WorkQueue(
         args.works, num_epochs=args.epochs, shuffle=False, num_slices=args.slices, name=args.name, worker=f"rank{rank}"
@@ -93,15 +97,23 @@ def main():
     report.close()
     queue.close()
     dist.barrier()  # no rank tears gloo down while another is still in its last collective
-    dist.destroy_process_group()
-    if os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == "1":
-        # With a store of their own (restarts, harness.py), a rank that has
-        # finished everything can still abort in a C++ destructor at the
-        # interpreter's exit ("terminate called without an active exception",
-        # no Python frame; 2 of 40 restarted runs): the work is done and
-        # reported, so this rank ends here, before that teardown.
-        sys.stdout.flush()
-        os._exit(0)
+    dist.destroy_process_group()  # the SDK ends the group itself at exit (worker_sdk.torch, _end_process_groups)
+
+
+def lag_gloo_threads():
+    """Puts the rank on one CPU, and gloo's collective threads (pt_gloo_runloop) there at SCHED_IDLE.
+
+    Such a thread then runs only while the main thread waits, so it lets go of
+    a finished collective's tensors late: often after the main thread has gone
+    on to end the process group, or the interpreter. That is the race at exit
+    that a loaded machine loses now and then (README, "Ending a rank").
+    """
+    cpu = sorted(os.sched_getaffinity(0))[int(os.environ.get("LOCAL_RANK", "0")) % len(os.sched_getaffinity(0))]
+    for tid in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(tid), {cpu})
+        with open(f"/proc/self/task/{tid}/comm") as comm:
+            if comm.read().strip() == "pt_gloo_runloop":
+                os.sched_setscheduler(int(tid), os.SCHED_IDLE, os.sched_param(0))
 
 
 if __name__ == "__main__":
