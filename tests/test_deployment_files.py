@@ -23,7 +23,10 @@ def test_compose_defines_postgres_migrate_and_web():
     # web runs the image's CMD (which wipes old metrics files first).
     assert "command" not in web
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "gunicorn --config python:server.gunicorn_conf server.asgi --worker-class uvicorn_worker.UvicornWorker" in dockerfile
+    assert (
+        "gunicorn --config python:server.gunicorn_conf server.asgi --worker-class uvicorn_worker.UvicornWorker"
+        in dockerfile
+    )
     assert web["environment"]["WEB_CONCURRENCY"] == "${SHARDLINE_WEB_WORKERS:-4}"
     assert "healthz" in " ".join(web["healthcheck"]["test"])
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
