@@ -16,6 +16,7 @@ from .. import body_limits
 # a million-work body costs one regex scan, not a walk.
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 SURROGATE = re.compile("[\ud800-\udfff]")
+JSON_WHITESPACE = " \t\n\r"
 
 
 class BodyTooLarge(APIException):
@@ -43,7 +44,9 @@ class StrictJSONParser(JSONParser):
         except UnicodeDecodeError as exc:
             raise ParseError(f"request body is not UTF-8: {exc.reason} at byte {exc.start}") from None
         del raw  # a large body is held once, not twice, while it is parsed
-        if not text.strip():
+        # JSON's whitespace only: str.strip() also drops \x1c-\x1f, \x85 and
+        # Unicode spaces, which would read a body of them as an empty object.
+        if not text.strip(JSON_WHITESPACE):
             return {}
         try:
             data = json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
