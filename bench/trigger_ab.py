@@ -1,11 +1,16 @@
 """Side effects of item state changes: written by each statement (A) or by one trigger (B).
 
 Usage:  .venv/bin/python bench/trigger_ab.py [--baseline HEAD] [--rounds 5] [--seconds 6] [--clients 2]
+                                            [--trigger-in-both]
 
   A  the statements of git revision --baseline, each writing its own counter
      deltas, completions per minute and worker credit; the trigger of
      migrations/0010 dropped
   B  the working tree's statements, the trigger installed
+
+With --trigger-in-both, A keeps the trigger too: an A/B of the statements
+alone (a change to take.sql or to the rules of server/sql/schema.sql it
+calls, which both arms' databases hold).
 
 The arms run at the same time, on two copies of one database (A's without
 the trigger), each with --clients processes: whatever else loads the machine
@@ -80,7 +85,14 @@ def _heartbeat_loop(dsn: str, job: dict, seconds: float, start_at: float):
         text, names = sql.number(job["extend"])
         conn.execute(f"PREPARE shardline_extend AS {text}")
         execute = f"EXECUTE shardline_extend ({', '.join(['%s'] * len(names))})"
-        params = {"ids": [h[0] for h in held], "tokens": [h[1] for h in held], "waiting": None}
+        params = {
+            "ids": [h[0] for h in held],
+            "tokens": [h[1] for h in held],
+            "positions": [None] * len(held),
+            "waiting": None,
+            "holder": None,
+            "scope": None,
+        }
         values = [params[k] for k in names]
         latencies = []
         time.sleep(max(0, start_at - time.time()))
@@ -157,6 +169,10 @@ def main():
     parser.add_argument("--seconds", type=float, default=6.0, help="per measure and round")
     parser.add_argument("--clients", type=int, default=2, help="processes per arm")
     parser.add_argument("--items", type=int, default=50_000, help="items per epoch of each round's job")
+    parser.add_argument("--trigger-in-both", action="store_true", help="A keeps the trigger: the statements alone")
+    parser.add_argument(
+        "--analyze", action="store_true", help="ANALYZE the copies first (else the jobs are new to the statistics)"
+    )
     args = parser.parse_args()
 
     import django
@@ -202,8 +218,12 @@ def main():
         for arm in ("A", "B"):
             admin.execute(f"DROP DATABASE IF EXISTS {db['NAME']}_{arm.lower()}")
             admin.execute(f"CREATE DATABASE {db['NAME']}_{arm.lower()} TEMPLATE {db['NAME']}")
-    with psycopg.connect(dsns["A"], autocommit=True) as conn:
-        conn.execute(trigger.UNINSTALL)
+    for arm in ("A", "B"):
+        with psycopg.connect(dsns[arm], autocommit=True) as conn:
+            if arm == "A" and not args.trigger_in_both:
+                conn.execute(trigger.UNINSTALL)
+            if args.analyze:
+                conn.execute("ANALYZE")
 
     rounds = []
     for job_id in job_ids:
@@ -229,8 +249,9 @@ def main():
     }
     print(
         f"\n{args.rounds} rounds, {args.clients} clients per arm at once, {args.seconds:.0f} s per measure, "
-        f"{args.items} items per epoch, {os.cpu_count()} CPUs; A = {args.baseline} without the trigger, "
-        f"B = working tree with it"
+        f"{args.items} items per epoch, {os.cpu_count()} CPUs; A = {args.baseline}"
+        f"{' with' if args.trigger_in_both else ' without'} the trigger, B = working tree with it; "
+        f"{'analysed' if args.analyze else 'jobs new to the statistics'}"
     )
     print(f"{'measure':<18}{'A median':>10}{'B median':>10}{'median B/A':>12}")
     for label, (phase, key) in measures.items():

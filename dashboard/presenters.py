@@ -50,19 +50,13 @@ def job_row(progress) -> dict:
     }
 
 
-def queue_of(name: str) -> tuple[str, str]:
-    """(queue, run) of a job name: the SDK names a run's job ``name.RUN``."""
-    queue, dot, run = name.rpartition(".")
-    return (queue, run) if dot and queue else (name, "")
-
-
 def group_runs(rows: list[dict]) -> list[dict]:
     """Rows grouped by queue (in the order of each queue's first row): the runs of one queue together."""
     groups: dict[str, dict] = {}
     for row in rows:
-        queue, run = queue_of(row["job"].name)
-        group = groups.setdefault(queue, {"queue": queue, "rows": []})
-        group["rows"].append({**row, "run": run})
+        job = row["job"]
+        group = groups.setdefault(job.queue, {"queue": job.queue, "rows": []})
+        group["rows"].append({**row, "run": job.run})
     return list(groups.values())
 
 
@@ -250,11 +244,11 @@ def connect_snippet(job, works: list[str] | None, server_url: str, works_url: st
     ``works`` is the list the job was created with (without its prefix), or
     None when the server cannot tell it (it keeps only a digest, and slicing
     replaced the units). A short list is written out; a longer one is read
-    from works.json (the page links it at ``works_url``). The SDK names its
-    job ``name`` or ``name.run``: a job whose name has a run passes it, others
-    leave SHARDLINE_RUN to the user (the env lines say what it would do).
+    from works.json (the page links it at ``works_url``). A job of a run
+    passes its queue's name and the run; others leave SHARDLINE_RUN to the
+    user (the env lines say what it would do).
     """
-    queue, run = queue_of(job.name)
+    queue, run = job.queue, job.run
     count = job.works_count
     lines = ["from worker_sdk import WorkQueue", ""]
     if works is not None and len(works) <= CONNECT_MAX_WORKS:

@@ -5,7 +5,7 @@ A token may be limited to jobs by name patterns (``create_token trainer
 ``?`` for one, everything else for itself. A pattern is turned into one
 anchored regular expression here, and that expression is the rule
 everywhere: Python matches it for the API's job lookups, Postgres for the
-lease statements (``shardline_job_in_scope``, migrations/0019), so the two
+lease statements (``shardline_job_in_scope``, server/sql/schema.sql), so the two
 can never disagree about a name. Only literal characters, ``.*`` and ``.``
 appear in it, escaped the same way for both engines (a backslash before an
 ASCII character that is not a letter or digit means that character in both).

@@ -26,8 +26,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models import BooleanField, DurationField, ExpressionWrapper, F, Func, Q, Value
-from django.db.models.functions import Greatest, Now
+from django.db.models import BooleanField, F, Func, Q
 
 
 class Role(models.TextChoices):
@@ -85,7 +84,12 @@ SLICING_PATIENCE = 60.0
 
 
 class Job(models.Model):
+    # ``queue.run`` when the job serves a run, else the queue's name: unique.
     name = models.CharField(max_length=200, unique=True)
+    queue = models.CharField(max_length=200, help_text="The WorkQueue's name: the dashboard groups its runs.")
+    run = models.CharField(
+        max_length=100, blank=True, default="", help_text="The training run this job serves (SHARDLINE_RUN), if any."
+    )
     # The identity of the job besides its name: works (by digest), epochs,
     # shuffle, requested seed, prefix, slices. Two creates with the same name
     # and spec are the same job.
@@ -215,7 +219,7 @@ class Item(models.Model):
     unit_idx = models.PositiveIntegerField()
     state = models.CharField(max_length=8, choices=ItemState.choices, default=ItemState.PENDING)
     # Fencing token of the current (or last) lease: 63 random bits drawn on
-    # every lease (shardline_fencing_token, migrations/0019), so a holder
+    # every lease (shardline_fencing_token, server/sql/schema.sql), so a holder
     # whose lease was taken back can never complete, fail or extend it, and
     # nobody can guess the token of a lease they were not given.
     token = models.BigIntegerField(null=True, blank=True)
@@ -289,7 +293,7 @@ class Counter(models.Model):
     """Per-epoch item counts, kept as deltas spread over a few shard rows.
 
     Every state change adds to the counter row of its epoch and of the shard of
-    the connection that made it (the item trigger, migrations/0010); a watermark sums a handful of rows. Spreading
+    the connection that made it (the item trigger, server/sql/schema.sql); a watermark sums a handful of rows. Spreading
     over shards keeps concurrent takers from queueing on one hot row.
     """
 
@@ -311,7 +315,7 @@ class Counter(models.Model):
 class Throughput(models.Model):
     """Completions per minute, kept like Counter: one row per (job, minute, shard).
 
-    Written by the item trigger (migrations/0010) whenever items become done,
+    Written by the item trigger (server/sql/schema.sql) whenever items become done,
     so the rate of a watermark and the job page's throughput chart read a
     few rows per minute instead of counting the completions themselves (a
     job completing 1,000 items a second would otherwise count 1.8 million
@@ -330,25 +334,18 @@ class Throughput(models.Model):
         db_table = "shardline_throughput"
 
 
-def _seen_within_liveness() -> Q:
-    """A worker is live while it was seen (a take, a heartbeat) within twice its
-    job's lease timeout, and at least 30 s: a worker holding leases heartbeats
-    every third of the timeout, an idle one polls at least every few seconds."""
-    window = Func(
-        Greatest(F("job__lease_timeout") * 2, Value(30.0)),
-        template="make_interval(secs => %(expressions)s)",
-        output_field=DurationField(),
-    )
-    return Q(last_seen__gt=Now() - window)
+def _live() -> Func:
+    """The liveness rule of server/sql/schema.sql (``shardline_worker_live``), which the statements share."""
+    return Func(F("last_seen"), F("job__lease_timeout"), function="shardline_worker_live", output_field=BooleanField())
 
 
 class WorkerQuerySet(models.QuerySet):
     def live(self):
-        return self.filter(_seen_within_liveness())
+        return self.filter(_live())
 
     def with_liveness(self):
         """Each worker with ``is_live``."""
-        return self.annotate(is_live=ExpressionWrapper(_seen_within_liveness(), output_field=BooleanField()))
+        return self.annotate(is_live=_live())
 
 
 class Worker(models.Model):
@@ -378,7 +375,7 @@ class Worker(models.Model):
         db_table = "shardline_worker"
         constraints = [models.UniqueConstraint(fields=["job", "name"], name="worker_job_name")]
         # Whether anyone waits on a job: the item trigger's one probe before
-        # it notifies completions (migrations/0013); empty while items are pending.
+        # it notifies completions (server/sql/schema.sql); empty while items are pending.
         indexes = [models.Index(fields=["job"], condition=Q(waiting_since__isnull=False), name="worker_waiting")]
         ordering = ["name"]
 

@@ -49,7 +49,7 @@ def items(job: Job, *, state: str | None = None, epoch: int | None = None, worke
     if worker:
         query = query.filter(worker__startswith=worker)
     unit = Unit.objects.filter(job_id=OuterRef("job_id"), idx=OuterRef("unit_idx")).values("item")[:1]
-    # A split's pieces are named by their own ranges (migrations/0012).
+    # A split's pieces are named by their own ranges (shardline_item_name, server/sql/schema.sql).
     name = Func(
         Subquery(unit), F("range_start"), F("range_end"), function="shardline_item_name", output_field=TextField()
     )

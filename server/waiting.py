@@ -5,7 +5,7 @@ server-side, up to the seconds its request asks for, instead of the worker
 polling. While it waits it is a coroutine on the process's event loop
 holding a future: no thread, no database connection. One connection per
 process listens on the channel ``shardline_job``, where the database
-announces what a waiting take could be waiting for (migrations/0013):
+announces what a waiting take could be waiting for (server/sql/schema.sql):
 
     <job>:pending:<n>   n items became pending (a failure, an expired lease
                         taken back, a split's remainder, a restore...)

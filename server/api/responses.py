@@ -37,6 +37,8 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "name",
+            "queue",
+            "run",
             "state",
             "works_count",
             "num_epochs",

@@ -17,7 +17,9 @@ from worker_sdk import formats
 from ..models import ItemState
 from ..services.jobs import JobSpec
 
+NAME_MAX = 200
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+RUN_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 MAX_ITEM_LENGTH = 4096
 # What a work string must match: something besides whitespace, and no NUL.
 # Whitespace spelled out as Python's str.strip() sees it (JSON Schema's \s
@@ -173,6 +175,16 @@ class JobCreateSerializer(StrictSerializer):
         validators=[WholeMatch(NAME_RE, "use 1-200 characters of A-Z, a-z, 0-9, '.', '_' and '-'")],
         help_text="1-200 characters of A-Z a-z 0-9 . _ -",
     )
+    run = serializers.CharField(
+        max_length=100,
+        required=False,
+        default="",
+        allow_blank=True,
+        trim_whitespace=False,
+        validators=[WholeMatch(RUN_RE, "use 1-100 characters of A-Z, a-z, 0-9, '.', '_' and '-'")],
+        help_text="The training run this job serves (the SDK sends SHARDLINE_RUN): the job is named NAME.RUN, its "
+        "queue is NAME, and the dashboard shows the runs of a queue together. Part of the name, so of the identity.",
+    )
     works = WorksField(help_text="Files (or tables) to hand out: each one item per epoch.")
     num_epochs = serializers.IntegerField(min_value=1, max_value=MAX_EPOCHS, default=1)
     shuffle = serializers.BooleanField(default=True)
@@ -206,6 +218,10 @@ class JobCreateSerializer(StrictSerializer):
         return value or None
 
     def validate(self, data):
+        if data["run"] and len(data["name"]) + 1 + len(data["run"]) > NAME_MAX:
+            raise serializers.ValidationError(
+                {"run": [f"the job's name, NAME.RUN, would be over {NAME_MAX} characters: shorten the name or the run"]}
+            )
         prefix = data.get("prefix") or ""
         for index, work in enumerate(data["works"]):
             full = prefix + work
@@ -238,7 +254,9 @@ class JobCreateSerializer(StrictSerializer):
     def to_spec(self) -> JobSpec:
         data = self.validated_data
         return JobSpec(
-            name=data["name"],
+            name=f"{data['name']}.{data['run']}" if data["run"] else data["name"],
+            queue=data["name"],
+            run=data["run"],
             works=data["works"],
             num_epochs=data["num_epochs"],
             shuffle=data["shuffle"],

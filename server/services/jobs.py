@@ -28,6 +28,11 @@ class JobSpec:
 
     name: str
     works: list[str]
+    # The queue and run the name was made of (``queue.run``), as the caller
+    # said them; neither is read back from the name. No run: the queue is
+    # the name.
+    queue: str = ""
+    run: str = ""
     num_epochs: int = 1
     shuffle: bool = True
     seed: int | None = None
@@ -102,6 +107,8 @@ def create_or_attach(spec: JobSpec, user=None, replaces: int | None = None) -> t
         slices = bool(spec.num_slices) or any(formats.table_kind(work) for work in spec.works)
         job = Job.objects.create(
             name=spec.name,
+            queue=spec.queue or spec.name,
+            run=spec.run,
             spec=spec.identity(),
             spec_digest=spec.digest(),
             works_count=len(spec.works),

@@ -23,8 +23,7 @@
 -- worker rows: a handful at the end of a job, when this runs.
 SELECT EXISTS (SELECT 1 FROM shardline_item
                 WHERE job_id = %(job)s AND state = 'pending'
-                  AND (%(upto)s::integer IS NULL OR epoch <= %(upto)s::integer)
-                  AND (%(from)s::integer IS NULL OR epoch >= %(from)s::integer)) AS has_pending,
+                  AND shardline_in_epochs(epoch, %(from)s::integer, %(upto)s::integer)) AS has_pending,
        extract(epoch FROM min(i.expires_at) - now()) AS seconds_to_expiry,
        count(*) FILTER (WHERE i.worker = %(worker)s) AS mine,
        count(*) FILTER (WHERE i.worker IS DISTINCT FROM %(worker)s) AS others,
@@ -34,13 +33,10 @@ SELECT EXISTS (SELECT 1 FROM shardline_item
   FROM shardline_item AS i
   LEFT JOIN LATERAL (
         SELECT w.consumer,
-               EXISTS (SELECT 1
-                         FROM shardline_worker AS v
-                        WHERE v.job_id = w.job_id AND v.consumer = w.consumer
-                          AND v.waiting_since IS NOT NULL) AS waits
+               EXISTS (SELECT FROM shardline_waiting_consumer AS v
+                        WHERE v.job_id = w.job_id AND v.consumer = w.consumer) AS waits
           FROM shardline_worker AS w
          WHERE w.job_id = i.job_id AND w.name = i.worker
        ) AS h ON true
  WHERE i.job_id = %(job)s AND i.state = 'leased'
-   AND (%(upto)s::integer IS NULL OR i.epoch <= %(upto)s::integer)
-   AND (%(from)s::integer IS NULL OR i.epoch >= %(from)s::integer);
+   AND shardline_in_epochs(i.epoch, %(from)s::integer, %(upto)s::integer);

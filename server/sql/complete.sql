@@ -7,7 +7,7 @@
 -- A lease past its expiry that nobody reclaimed yet still completes: its
 -- token is still the newest, so no other worker can be reading the item.
 -- Counters, completions per minute and the worker's credit: the trigger on
--- shardline_item (migrations/0010).
+-- shardline_item (server/sql/schema.sql).
 WITH req AS (
     SELECT *
       FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(records)s::bigint[]) AS r(id, token, records)

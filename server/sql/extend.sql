@@ -23,7 +23,7 @@ WITH extended AS (
            shardline_job AS j
      WHERE i.id = r.id AND i.state = 'leased' AND i.token = r.token AND j.id = i.job_id
        AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint
-       AND (%(scope)s::text[] IS NULL OR j.name ~ ANY (%(scope)s::text[]))
+       AND shardline_name_in_scope(j.name, %(scope)s::text[])
  RETURNING i.id, i.expires_at, i.job_id, i.worker, i.unit_idx, i.range_end, i.split_at
 ), seen AS (
     UPDATE shardline_worker AS w

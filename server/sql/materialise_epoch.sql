@@ -16,7 +16,7 @@
 --            It is an integer sort, and about 4x cheaper than the md5 of a
 --            text key (1.7 s of a million-item epoch's 8 s; bench/RESULTS.md).
 --            Without shuffle it is the order of the works.
--- The epoch's pending counts: the trigger on shardline_item (migrations/0010).
+-- The epoch's pending counts: the trigger on shardline_item (server/sql/schema.sql).
 -- Returns a row only when this call created the epoch.
 WITH claimed AS (
     UPDATE shardline_job AS j

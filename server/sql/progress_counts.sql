@@ -1,5 +1,5 @@
 -- progress_counts: per (job, epoch) of the jobs %(ids)s that have item rows,
--- the counter shards summed (see migrations/0010 for who writes them) and the
+-- the counter shards summed (see server/sql/schema.sql for who writes them) and the
 -- leases past their expiry that no take has reclaimed yet (the partial index
 -- item_leased_expiry), which progress.py counts as pending.
 SELECT c.job_id, c.epoch,

@@ -81,7 +81,7 @@ WITH job AS (
               FROM estimated) AS p,
            (SELECT count(*) AS n
               FROM shardline_worker AS w, job AS j
-             WHERE w.job_id = j.id AND w.last_seen > now() - make_interval(secs => 2 * j.lease_timeout)) AS w
+             WHERE w.job_id = j.id AND shardline_worker_live(w.last_seen, j.lease_timeout)) AS w
 ), victim AS (
     -- least() skips nulls: with no pace known, the holder keeps half.
     SELECT e.id, e.stop,

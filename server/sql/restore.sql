@@ -27,7 +27,7 @@
 --   history   the rolled-back completions and fenced leases as they were,
 --             for the audit (an item completed, rolled back and completed
 --             again shows both completions).
--- The counters follow from the trigger on shardline_item (migrations/0010),
+-- The counters follow from the trigger on shardline_item (server/sql/schema.sql),
 -- so watermarks stay equal to a direct count.
 WITH target AS (
     SELECT id, job_id, epoch, position, state, worker, token, attempts,

@@ -1,7 +1,7 @@
 -- retry_failed: every failed item of job %(job)s goes back to pending with its
 -- attempts reset (its last error stays for the audit), and a job that had
 -- finished because of them is running again. The counters move those items
--- from failed to pending by the trigger on shardline_item (migrations/0010).
+-- from failed to pending by the trigger on shardline_item (server/sql/schema.sql).
 WITH retried AS (
     UPDATE shardline_item
        SET state = 'pending', attempts = 0, token = NULL, expires_at = NULL

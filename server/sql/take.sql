@@ -29,7 +29,7 @@
 --              the partial index item_pending; SKIP LOCKED hands concurrent
 --              takers disjoint rows, so no item ever has two live leases.
 --   leased     each picked row gets a fresh random fencing token
---              (shardline_fencing_token, migrations/0019) and its holder,
+--              (shardline_fencing_token, server/sql/schema.sql) and its holder,
 --              the caller's user (%(holder)s), and forgets the last lease's
 --              reading position and split request (services/splits.py);
 --              its record range stays.
@@ -51,7 +51,7 @@
 --              bench/RESULTS.md "Trust checks").
 -- What done, reclaimed and leased change besides the items (the counters,
 -- completions per minute, the completing worker's credit) is written once
--- for the whole statement by the trigger on shardline_item (migrations/0010).
+-- for the whole statement by the trigger on shardline_item (server/sql/schema.sql).
 -- The final SELECT returns one row even when nothing was leased (none when
 -- the job does not exist), so the caller always learns the job's state, the
 -- completions accepted, whether it was deferred and how many leases were
@@ -76,7 +76,7 @@ WITH req AS (
 ), job AS (
     SELECT id, state, lease_timeout, max_attempts, num_epochs, epochs_materialised, units_count
       FROM shardline_job
-     WHERE id = %(job)s AND (%(scope)s::text[] IS NULL OR name ~ ANY (%(scope)s::text[]))
+     WHERE id = %(job)s AND shardline_name_in_scope(name, %(scope)s::text[])
 ), remaining AS (
     SELECT coalesce(sum(c.pending), 0) + (SELECT units_count * (num_epochs - epochs_materialised) FROM job) AS items
       FROM shardline_counter AS c
@@ -110,7 +110,7 @@ WITH req AS (
               FROM shardline_worker AS w, job AS j
              WHERE w.job_id = %(job)s AND w.name <> %(worker)s AND w.consumer IS DISTINCT FROM %(consumer)s
                AND w.items_done >= 1 AND w.busy_seconds > 0
-               AND w.last_seen > now() - make_interval(secs => 2 * j.lease_timeout)
+               AND shardline_worker_live(w.last_seen, j.lease_timeout)
                -- Only workers reading now (a worker that reads holds a lease
                -- all but a round trip of the time): one that died, or was
                -- fenced by a restore, finishes nothing however fast it was;
@@ -119,9 +119,8 @@ WITH req AS (
                AND EXISTS (SELECT FROM shardline_item AS h
                             WHERE h.job_id = %(job)s AND h.worker = w.name AND h.state = 'leased'
                               AND h.expires_at > now())
-               AND NOT EXISTS (SELECT FROM shardline_worker AS v
-                                WHERE v.job_id = %(job)s AND v.consumer = w.consumer
-                                  AND v.waiting_since IS NOT NULL)
+               AND NOT EXISTS (SELECT FROM shardline_waiting_consumer AS v
+                                WHERE v.job_id = %(job)s AND v.consumer = w.consumer)
            ) AS others ON mine.seconds_per_item IS NOT NULL
 ), reclaimed AS (
     UPDATE shardline_item AS i
@@ -145,8 +144,7 @@ WITH req AS (
     SELECT id
       FROM shardline_item
      WHERE job_id = %(job)s AND state = 'pending'
-       AND (%(upto)s::integer IS NULL OR epoch <= %(upto)s::integer)
-       AND (%(from)s::integer IS NULL OR epoch >= %(from)s::integer)
+       AND shardline_in_epochs(epoch, %(from)s::integer, %(upto)s::integer)
        AND EXISTS (SELECT 1 FROM job WHERE state IN ('ready', 'running'))
        AND NOT (SELECT deferred FROM tail)
      ORDER BY epoch, position

@@ -56,3 +56,16 @@ def test_several_differences_are_all_named(worker_client, job_name):
     post(worker_client, name=job_name, works=WORKS)
     response = post(worker_client, name=job_name, works=["/z"], num_epochs=4, shuffle=False)
     assert response.json()["fields"] == ["works", "num_epochs", "shuffle"]
+
+
+def test_a_run_is_part_of_the_name_and_kept_as_said(worker_client, job_name):
+    first = post(worker_client, name=job_name, run="v2", works=WORKS)
+    assert first.status_code == 201, first.content
+    assert (first.json()["name"], first.json()["queue"], first.json()["run"]) == (f"{job_name}.v2", job_name, "v2")
+    # Another run of the queue is another job; the same run attaches, also
+    # when an older SDK sends the whole name: the first create's fields stay.
+    other = post(worker_client, name=job_name, run="v3", works=WORKS)
+    assert other.status_code == 201 and other.json()["id"] != first.json()["id"]
+    again = post(worker_client, name=f"{job_name}.v2", works=WORKS)
+    assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
+    assert Job.objects.get(id=first.json()["id"]).run == "v2"

@@ -47,6 +47,12 @@ GOOD = {"name": "good-name", "works": ["/a"]}
         ({**GOOD, "lease_timeout": "60"}, "lease_timeout"),
         ({**GOOD, "lease_timeout": 10**400}, "lease_timeout"),
         ({**GOOD, "prefix": 7}, "prefix"),
+        ({**GOOD, "run": "has space"}, "run"),
+        ({**GOOD, "run": "r/1"}, "run"),
+        ({**GOOD, "run": 7}, "run"),
+        ({**GOOD, "run": "r" * 101}, "run"),
+        # NAME.RUN is the job's name: over 200 characters together is too long.
+        ({**GOOD, "name": "n" * 150, "run": "r" * 50}, "run"),
         ({**GOOD, "name": "good-name\n"}, "name"),
         ({**GOOD, "name": " good-name"}, "name"),
         ({**GOOD, "works": [" " + "x" * 4096]}, "works"),

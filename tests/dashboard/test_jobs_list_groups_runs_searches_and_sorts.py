@@ -12,7 +12,10 @@ def names_in(html: str) -> list[str]:
 
 
 def test_runs_of_one_queue_are_grouped_and_search_finds_them(browser_for, worker_client, job_name):
-    runs = [create_job(worker_client, f"{job_name}.run{i}", ["/a"]) for i in range(3)]
+    runs = [create_job(worker_client, job_name, ["/a"], run=f"run{i}") for i in range(3)]
+    assert [(job["name"], job["queue"], job["run"]) for job in runs] == [
+        (f"{job_name}.run{i}", job_name, f"run{i}") for i in range(3)
+    ]
     other = create_job(worker_client, f"other-{job_name}", ["/a"])
     viewer = browser_for("viewer")
     html = viewer.get(f"/?q={job_name}").content.decode()
@@ -72,3 +75,12 @@ def test_an_item_page_tells_its_story(browser_for, worker_client, job_name):
     # The failures on the job page link to the item.
     assert f'href="/jobs/{job["id"]}/items/{lease["id"]}/">/a</a>' in viewer.get(f"/jobs/{job['id']}/").content.decode()
     assert viewer.get(f"/jobs/{job['id']}/items/987654321/").status_code == 404
+
+
+def test_a_dotted_name_without_a_run_is_a_queue_of_its_own(browser_for, worker_client, job_name):
+    # The run is a field the caller sends, never read back from the name.
+    job = create_job(worker_client, f"{job_name}.v2", ["/a"])
+    assert (job["queue"], job["run"]) == (f"{job_name}.v2", "")
+    html = browser_for("viewer").get(f"/?q={job_name}").content.decode()
+    assert "runs on this page" not in html and ">run v2</a>" not in html
+    assert names_in(html) == [str(job["id"])]

@@ -95,9 +95,10 @@ def test_a_job_of_many_works_with_a_prefix_reads_them_from_the_pages_works_json(
 
 
 def test_a_job_named_with_a_run_passes_that_run(viewer, make_job, live_server_url, live_keys, tmp_path):
-    job = make_job(["/x", "/y"], name=f"queue-{uuid.uuid4().hex[:6]}.run-7")
+    queue = f"queue-{uuid.uuid4().hex[:6]}"
+    job = make_job(["/x", "/y"], name=queue, run="run-7")
+    assert job["name"] == f"{queue}.run-7"
     env, code, _page = snippet_of(viewer, job["id"])
-    queue = job["name"].rsplit(".", 1)[0]
     assert f"name={queue!r},\n    run='run-7'," in code and "SHARDLINE_RUN" not in env
     assert run_snippet(code, live_server_url, live_keys, tmp_path) == job["id"]
 
