@@ -13,6 +13,11 @@ stuck behind that consumer's wait (a DataLoader taking from its loaders in
 turn, two queues read in lockstep), so other workers should not wait for it.
 Takes that find nothing mark their own job; heartbeats carry the mark to
 every job the process holds leases of.
+
+A lease handed to another process with its records (synchronous training:
+worker_sdk.sync) is completed or given back by that process through
+``HandedLeases``; its taker's leaser keeps holding and heartbeating it until
+the server answers that it is done.
 """
 
 from __future__ import annotations
@@ -381,6 +386,28 @@ class Leaser:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+
+
+class HandedLeases:
+    """Leases another process took and handed over with their records: this one completes or gives them back.
+
+    A synchronous rank's loader processes lease items and hand each record
+    over with its lease; the rank's main process knows, step by step, which
+    items it trained on to the end (worker_sdk.sync's ``Ledger``). It holds
+    none of those leases: their taker's leaser heartbeats them until the
+    server answers that they are done. Each request raises LeaseLostError
+    when the lease expired or was fenced meanwhile; nothing is counted twice.
+    """
+
+    def __init__(self, client: Client):
+        self.client = client
+
+    def complete(self, lease_id: int, token: int) -> None:
+        self.client.complete(lease_id, token)
+
+    def release(self, lease_id: int, token: int, reason: str) -> None:
+        """Gives the item back unread, without using an attempt."""
+        self.client.release(lease_id, token, reason)
 
 
 # -- the process's end-of-queue mark ---------------------------------------------------

@@ -22,8 +22,14 @@ def default_worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{task}"
 
 
+def job_parts(name: str, run: str | None) -> tuple[str, str]:
+    """(queue, run) as the server is sent them: its characters only, and NAME.RUN within 200 of them."""
+    queue = _NAME_UNSAFE.sub("-", name).strip("-") or "work_queue"
+    run = _NAME_UNSAFE.sub("-", run or "").strip("-")[:100]
+    return (queue[: 199 - len(run)] if run else queue[:200]), run
+
+
 def job_name_for(name: str, run: str | None) -> str:
-    base = _NAME_UNSAFE.sub("-", name).strip("-") or "work_queue"
-    if run:
-        base = f"{base}.{_NAME_UNSAFE.sub('-', run).strip('-')}"
-    return base[:200]
+    """The job's name, as the server makes it from the parts: ``queue.run``, or the queue's name without a run."""
+    queue, run = job_parts(name, run)
+    return f"{queue}.{run}" if run else queue

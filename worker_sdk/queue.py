@@ -17,13 +17,12 @@ import warnings
 import weakref
 from contextlib import closing, contextmanager
 
-from . import at_exit, errors
+from . import at_exit, errors, resumable
 from . import tf as tf_support
 from .client import Client
-from .leaser import Lease, Leaser
-from .names import default_worker_name, job_name_for
+from .leaser import HandedLeases, Lease, Leaser
+from .names import default_worker_name, job_name_for, job_parts
 from .ranges import ranges
-from .resumable import Resumable
 from .stream import QueueExhausted, Stream
 from .transport import Transport
 
@@ -33,7 +32,7 @@ log = logging.getLogger("worker_sdk")
 __all__ = ["WorkQueue", "QueueExhausted"]
 
 
-class WorkQueue(Resumable):
+class WorkQueue:
     """A queue of works shared by all workers of a training run (DeepRec's ``WorkQueue``).
 
     ``works``, ``num_epochs``, ``shuffle``, ``seed``, ``prefix``, ``num_slices``
@@ -158,7 +157,8 @@ class WorkQueue(Resumable):
         }
 
     def spec(self) -> dict:
-        spec = {"name": self.job_name, **self._identity()}
+        queue, run = job_parts(self.name, self.run)
+        spec = {"name": queue, **({"run": run} if run else {}), **self._identity()}
         if self.lease_timeout is not None:
             spec["lease_timeout"] = self.lease_timeout
         if self.max_attempts is not None:
@@ -176,7 +176,7 @@ class WorkQueue(Resumable):
             return self._job
 
     def _replace_job(self, old_job: int) -> None:
-        """Creates this queue's job in place of job ``old_job`` of the same name (Resumable._abandon)."""
+        """Creates this queue's job in place of job ``old_job`` of the same name (``_abandon``)."""
         with self._state_lock:
             if self._job is not None and self._job["id"] != old_job:
                 return  # already on a job of this spec
@@ -281,6 +281,10 @@ class WorkQueue(Resumable):
         self._streams.add(stream)
         return stream
 
+    def handed_leases(self) -> HandedLeases:
+        """Completes or gives back leases another process took and handed over with their records (worker_sdk.sync)."""
+        return HandedLeases(self._client)
+
     def __getstate__(self):
         state = dict(self.__dict__)
         state.update(_leaser_obj=None, _leaser_pid=None, _streams=None, _default=None, _state_lock=None)
@@ -342,6 +346,88 @@ class WorkQueue(Resumable):
     def _worker_name(self) -> str:
         return self.worker or default_worker_name()
 
+    # -- snapshots, for resumable training (worker_sdk.resumable) ---------------
+
+    def spec_digest(self) -> str:
+        """A digest of what defines the queue's items (works, epochs, shuffle, seed, prefix, slices).
+
+        A checkpoint saved by a queue with another digest is ignored on restore.
+        """
+        return resumable.spec_digest(self._identity())
+
+    def snapshot(self) -> dict:
+        """Takes a snapshot of the job's position on the server: ``{"id", "job", "seq", ...}``.
+
+        Items this process is still reading are not completed yet, so a
+        restore of this snapshot reads them again (at least once, never lost).
+        """
+        return self._client.snapshot(self.job["id"], self._worker_name())
+
+    def restore(self, snapshot_id: int, generation: str | None = None) -> dict:
+        """Puts the job back to a snapshot and forgets this process's leases (they are fenced).
+
+        Every worker of a restarted run may call it with the same snapshot:
+        repeats are no-ops on the server while nothing was completed since
+        the first, or whatever was completed since when they pass the same
+        ``generation`` (default ``SHARDLINE_RESTORE_GENERATION``, e.g. the
+        launcher's attempt number, the same on every worker of one attempt).
+        """
+        if generation is None:
+            generation = os.environ.get("SHARDLINE_RESTORE_GENERATION", "")
+        result = self._client.restore(self.job["id"], int(snapshot_id), self._worker_name(), generation)
+        self._reset_after_restore()
+        log.info(
+            "work queue %s: restored snapshot %s of job %s (%s items re-opened, %s leases taken back%s)",
+            self.name,
+            snapshot_id,
+            self.job["id"],
+            result["reopened"],
+            result["fenced"],
+            ", a repeat" if result["repeated"] else "",
+        )
+        return result
+
+    def _reset_after_restore(self) -> None:
+        # The server fenced every lease: forget them here, so that nothing is
+        # completed (or heartbeated) with a dead token, and let finished
+        # consumers read again from the snapshot's position.
+        if self._leaser_obj is not None and self._leaser_pid == os.getpid():
+            self._leaser_obj.forget_all()
+        for stream in list(self._streams):
+            stream.reset()
+
+    def checkpoint_state(self) -> bytes:
+        """What a checkpoint stores (besides the spec digest): a fresh snapshot of the job."""
+        return resumable.checkpoint_state(self.job, self.snapshot())
+
+    def restore_checkpoint_state(self, digest, state, generation: str | None = None) -> dict | None:
+        """Restores what ``checkpoint_state`` saved; None (with a warning) when it is not this queue's."""
+        saved = resumable.read_checkpoint_state(self, digest, state)
+        if saved is None:
+            return None
+        if saved.abandoned_job is not None:
+            self._abandon(saved.abandoned_job)
+            return None
+        return self.restore(saved.snapshot, generation)
+
+    def _abandon(self, saved_job: int) -> None:
+        """A checkpoint of this run's queue over other works: start the new works, as DeepRec does.
+
+        The saved position means nothing for other works. The job of the
+        checkpoint (same name) is replaced on the server by this queue's
+        (``replaces``): cancelled and renamed, and its name given to a new
+        job. Every worker of the run may do this; the first replaces, the
+        others attach.
+        """
+        log.warning(
+            "Works queue %s abandoned in checkpoint: it was saved over other works or settings (job %s); "
+            "job %s now reads this queue's works from the start",
+            self.name,
+            saved_job,
+            self.job_name,
+        )
+        self._replace_job(saved_job)
+
     def close(self) -> None:
         """Acknowledges items still held by consumers that reached their end, stops the heartbeat, closes connections.
 
@@ -384,6 +470,10 @@ class WorkQueue(Resumable):
     def add_summary(self):
         """Watermark scalars for TensorBoard (summary ops in graph mode; written now in eager mode)."""
         return tf_support.add_summary(self)
+
+    def saveable(self):
+        """TF1 graphs: registers (once per graph) and returns the SaveableObject that Saver() saves."""
+        return tf_support.saveable(self)
 
     def default_stream(self) -> Stream:
         """This process's shared stream: the one eager ``take()`` hands items from, one after another."""

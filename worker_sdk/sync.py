@@ -45,7 +45,8 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from . import readers
+from . import errors, readers
+from .leaser import HandedLeases
 from .stream import Budget
 
 
@@ -71,7 +72,7 @@ def plan(queue, epoch: int, batch_size: int, world_size: int) -> EpochPlan:
     """The epoch's plan from the server's count of unread records (ask it on one rank and share it)."""
     if batch_size < 1 or world_size < 1:
         raise ValueError(f"batch_size and world_size must be at least 1, not {batch_size} and {world_size}")
-    counts = queue._client.epoch_records(queue.job["id"], epoch)
+    counts = queue.epoch_records(epoch)
     unread = counts["unread"]
     steps = None if unread is None else unread // (world_size * batch_size)
     return EpochPlan(epoch, world_size, batch_size, unread, steps)
@@ -86,7 +87,7 @@ def loader_quota(plan: EpochPlan, loaders: int, index: int) -> int:
 def until_sliced(queue, timeout: float = 3600.0) -> None:
     """Waits for the job's slicing to end: only then are its records counted."""
     deadline = time.monotonic() + timeout
-    while queue._client.job(queue.job["id"])["state"] == "slicing":
+    while queue.job_state() == "slicing":
         if time.monotonic() > deadline:
             raise TimeoutError(f"work queue {queue.name}: the job was still slicing after {timeout:.0f} s")
         time.sleep(0.5)
@@ -160,9 +161,12 @@ class SyncStats:
 
 @dataclass
 class Ledger:
-    """The main process's account of handed records (steps agreed one by one): completes, and gives back, items."""
+    """The main process's account of handed records (steps agreed one by one): completes, and gives back, items.
 
-    client: object
+    ``leases``: the queue's ``handed_leases()``, through which it settles them.
+    """
+
+    leases: HandedLeases
     stats: SyncStats = field(default_factory=SyncStats)
     # lease id -> (token, records trained on so far)
     _open: dict[int, list] = field(default_factory=dict)
@@ -183,11 +187,9 @@ class Ledger:
 
     def give_back(self, reason: str) -> None:
         """Every item seen and not completed goes back unread, without using an attempt."""
-        from . import errors
-
         for lease_id, (token, trained) in list(self._open.items()):
             try:
-                self.client.release(lease_id, token, reason)
+                self.leases.release(lease_id, token, reason)
                 self.stats.released += 1
                 self.stats.reread += trained
             except errors.LeaseLostError:
@@ -195,10 +197,8 @@ class Ledger:
             del self._open[lease_id]
 
     def _complete(self, lease_id: int, token: int) -> None:
-        from . import errors
-
         try:
-            self.client.complete(lease_id, token)
+            self.leases.complete(lease_id, token)
             self.stats.completed += 1
         except errors.LeaseLostError:
             pass  # it expired (a step over the lease timeout): it is read again

@@ -213,7 +213,7 @@ class SyncLoader:
             )
 
     def _agreed(self, plan: sync.EpochPlan):
-        ledger = sync.Ledger(self.queue._client, self.stats)
+        ledger = sync.Ledger(self.queue.handed_leases(), self.stats)
         iterator = iter(self._loader(plan, _HandedCollate(self.collate_fn)))
         try:
             while True:

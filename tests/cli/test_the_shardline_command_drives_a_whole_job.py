@@ -19,19 +19,19 @@ import pytest
 BIN = str(Path(sys.executable).parent)
 SCRIPT = r"""
 set -u
-shardline jobs create --json "$NAME" /w/a /w/b /w/c /w/d /w/e /w/f --no-shuffle --lease-timeout 30 > created.json
+shardline jobs create --json "$NAME" /w/a /w/b /w/c /w/d /w/e /w/f --run r1 --no-shuffle --lease-timeout 30 > created.json
 for worker in 1 2; do
   python -c "
 from worker_sdk import WorkQueue
-queue = WorkQueue(['/w/a', '/w/b', '/w/c', '/w/d', '/w/e', '/w/f'], shuffle=False, name='$NAME', worker='cli-w$worker')
+queue = WorkQueue(['/w/a', '/w/b', '/w/c', '/w/d', '/w/e', '/w/f'], shuffle=False, name='$NAME', run='r1', worker='cli-w$worker')
 print(*queue.items())
 " > worker$worker.out &
 done
-shardline jobs watch "$NAME" --interval 0.2 > watch.log
+shardline jobs watch "$NAME.r1" --interval 0.2 > watch.log
 echo "$?" > watch.exit
 wait
-shardline jobs audit "$NAME" -o audit.csv
-shardline --json jobs show "$NAME" > shown.json
+shardline jobs audit "$NAME.r1" -o audit.csv
+shardline --json jobs show "$NAME.r1" > shown.json
 """
 
 
@@ -47,8 +47,9 @@ def test_a_shell_script_creates_watches_and_audits_a_job(live_server_url, live_k
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "watch.exit").read_text().strip() == "0"
     created = json.loads((tmp_path / "created.json").read_text())
-    assert created["name"] == name and created["works_count"] == 6
-    assert (tmp_path / "watch.log").read_text().splitlines()[-1].startswith(f"{name} [{'#' * 30}] 100%")
+    assert (created["name"], created["queue"], created["run"]) == (f"{name}.r1", name, "r1")
+    assert created["works_count"] == 6
+    assert (tmp_path / "watch.log").read_text().splitlines()[-1].startswith(f"{name}.r1 [{'#' * 30}] 100%")
     read = (tmp_path / "worker1.out").read_text().split() + (tmp_path / "worker2.out").read_text().split()
     assert sorted(read) == [f"/w/{c}" for c in "abcdef"]
     with open(tmp_path / "audit.csv") as handle:

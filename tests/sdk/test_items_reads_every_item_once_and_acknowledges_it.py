@@ -74,3 +74,11 @@ def test_a_viewer_token_cannot_lease(sdk_env, live_keys):
     with pytest.raises(AuthError) as raised:
         list(queue.items())
     assert raised.value.status == 403
+
+
+def test_the_job_of_a_run_keeps_its_queue_and_run_as_fields(sdk_env):
+    queue = WorkQueue(["/a"], name="ctr.v2")
+    job = queue.job
+    # The queue's name may hold dots: the run is what SHARDLINE_RUN said, never read back from the name.
+    assert (job["queue"], job["run"]) == ("ctr.v2", sdk_env["SHARDLINE_RUN"])
+    assert job["name"] == queue.job_name == f"ctr.v2.{sdk_env['SHARDLINE_RUN']}"

@@ -88,6 +88,7 @@ def show(settings: Settings, job):
 @click.option(
     "--spec", "spec_file", type=click.File("r"), help="A JSON job spec (the API's fields); flags override it."
 )
+@click.option("--run", help="The training run: the job is NAME.RUN, shown with the queue's other runs.")
 @click.option("--epochs", "num_epochs", type=int, help="Epochs (default 1).")
 @click.option("--shuffle/--no-shuffle", default=None, help="Shuffle each epoch (default: shuffle).")
 @click.option("--seed", type=int, help="The shuffle's seed (default: the server draws one).")
