@@ -63,6 +63,21 @@ LEASE_SECONDS = Histogram(
     ["op"],
     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
+# A lease's end other than its holder's complete or fail: it expired and a
+# take gave its item to another worker (the holder died or stalled past its
+# lease timeout), and the holder, if alive, was then refused (409 lease_lost)
+# when it completed, failed, released, extended or split it.
+LEASES_RECLAIMED = Counter(
+    "shardline_leases_reclaimed_total",
+    "Expired leases taken back by a take (their items pending again): workers that died or stalled past the lease timeout.",
+)
+LEASES_LOST = Counter(
+    "shardline_leases_lost_total",
+    "Holders refused because their lease had expired and was taken back, or was fenced by a restore, by operation.",
+    ["op"],
+)
+for _op in ("complete", "extend", "fail", "release", "split"):
+    LEASES_LOST.labels(_op)  # exported at 0 from the start, so that a rate has a series to start from
 
 WAITING_TAKES = Gauge(
     "shardline_waiting_takes",
@@ -147,7 +162,15 @@ def render() -> bytes:
 
         multiprocess.MultiProcessCollector(registry)
     else:
-        for collector in (LEASE_OPERATIONS, LEASE_ITEMS, LEASE_SECONDS, WAITING_TAKES, TAKES_PARKED):
+        for collector in (
+            LEASE_OPERATIONS,
+            LEASE_ITEMS,
+            LEASE_SECONDS,
+            LEASES_RECLAIMED,
+            LEASES_LOST,
+            WAITING_TAKES,
+            TAKES_PARKED,
+        ):
             registry.register(collector)
     registry.register(JobCollector())
     return generate_latest(registry)

@@ -1,5 +1,7 @@
 """docker-compose.yml cannot be run here (no Docker engine); it is checked as data."""
 
+import json
+import re
 from pathlib import Path
 
 import yaml
@@ -120,3 +122,141 @@ def test_compose_structure_holds_what_docker_compose_config_would_check():
                 assert source in declared, f"{name} mounts undeclared volume {source}"
         if service.get("restart") != "no":
             assert service.get("healthcheck", {}).get("test"), f"{name} has no health check"
+
+
+# Monitoring (docs/monitoring.md). Prometheus runs here in
+# tests/test_every_compose_service_starts_with_its_own_command_and_environment.py
+# and tests/server/test_prometheus_scrapes_and_every_dashboard_query_has_data.py;
+# Grafana cannot (no Debian package, no Docker engine), so its provisioning
+# and the dashboard are checked as data against what compose mounts.
+
+GRAFANA_BUILTINS = {"__rate_interval", "__interval", "__range", "__range_s", "__interval_ms"}
+
+
+def mounts(service: dict) -> dict[str, Path]:
+    """Container path -> this checkout's path, for the service's bind mounts."""
+    result = {}
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        if source.startswith("./"):
+            result[target] = ROOT / source
+    return result
+
+
+def in_container(service: dict, path: str) -> Path:
+    """The checkout's file that the service sees at ``path``."""
+    for target, source in sorted(mounts(service).items(), key=lambda item: -len(item[0])):
+        if path == target or path.startswith(target.rstrip("/") + "/"):
+            return source / path[len(target) :].lstrip("/") if path != target else source
+    raise AssertionError(f"nothing is mounted at {path}")
+
+
+def test_monitoring_images_are_pinned_and_ports_are_safe():
+    services = load_compose()["services"]
+    for name, image in (("prometheus", "prom/prometheus:"), ("grafana", "grafana/grafana:")):
+        assert services[name]["image"].startswith(image), name
+        tag = services[name]["image"].split(":", 1)[1]
+        assert tag[0] in "v0123456789" and tag != "latest", name
+    # Prometheus has no login of its own: loopback only.
+    assert all(port.startswith("127.0.0.1:") for port in services["prometheus"]["ports"])
+    assert services["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")
+
+
+def test_prometheus_config_reaches_web_with_the_token_compose_gives_it():
+    compose = load_compose()
+    services = compose["services"]
+    prometheus = services["prometheus"]
+    flags = dict(word.split("=", 1) for word in prometheus["command"])
+    config_path = in_container(prometheus, flags["--config.file"])
+    config = yaml.safe_load(config_path.read_text())
+    for rule_file in config["rule_files"]:
+        assert (config_path.parent / rule_file).is_file(), rule_file
+    (scrape,) = config["scrape_configs"]
+    # The web service, on the port its container listens on.
+    web_port = services["web"]["ports"][0].rsplit(":", 1)[1]
+    assert scrape["static_configs"] == [{"targets": [f"web:{web_port}"]}]
+    assert scrape["metrics_path"] == "/metrics"
+    # The token file is the compose secret made from .env's SHARDLINE_METRICS_TOKEN, the web's own setting.
+    (secret,) = prometheus["secrets"]
+    assert scrape["authorization"]["credentials_file"] == f"/run/secrets/{secret}"
+    assert compose["secrets"][secret] == {"environment": "SHARDLINE_METRICS_TOKEN"}
+    assert services["web"]["env_file"] == ".env"
+    assert "prometheusdata:/prometheus" in prometheus["volumes"] and flags["--storage.tsdb.path"] == "/prometheus"
+
+
+def test_env_example_names_every_variable_a_secret_is_made_of():
+    example = {
+        line.split("=", 1)[0]
+        for line in (ROOT / ".env.example").read_text().splitlines()
+        if "=" in line and not line.startswith("#")
+    }
+    for name, secret in load_compose().get("secrets", {}).items():
+        if "environment" in secret:
+            # compose refuses to start when the variable is missing altogether.
+            assert secret["environment"] in example, name
+
+
+def test_grafana_provisioning_points_at_compose_prometheus_and_the_mounted_dashboard():
+    services = load_compose()["services"]
+    grafana = services["grafana"]
+    provisioning = in_container(grafana, "/etc/grafana/provisioning")
+    (datasource_file,) = (provisioning / "datasources").glob("*.yml")
+    (datasource,) = yaml.safe_load(datasource_file.read_text())["datasources"]
+    prometheus_port = services["prometheus"]["ports"][0].rsplit(":", 1)[1]
+    assert datasource["type"] == "prometheus"
+    assert datasource["url"] == f"http://prometheus:{prometheus_port}"
+    assert datasource["isDefault"] is True  # the dashboard's DS_PROMETHEUS variable picks it
+    (provider_file,) = (provisioning / "dashboards").glob("*.yml")
+    (provider,) = yaml.safe_load(provider_file.read_text())["providers"]
+    assert provider["type"] == "file"
+    # The files Grafana finds in the provider's folder: those compose mounts there.
+    folder = provider["options"]["path"].rstrip("/")
+    files = [source for target, source in mounts(grafana).items() if target.rsplit("/", 1)[0] == folder]
+    assert files == [ROOT / "deploy" / "grafana" / "shardline.json"], files
+    home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert in_container(grafana, home) == ROOT / "deploy" / "grafana" / "shardline.json"
+    assert grafana["depends_on"]["prometheus"]["condition"] == "service_started"
+
+
+def test_the_grafana_dashboard_is_well_formed():
+    # No maintained package validates a dashboard against Grafana's schema
+    # (grafana-foundation-sdk builds dashboards; its decoders check nothing):
+    # what Grafana needs of each panel, checked here.
+    dashboard = json.loads((ROOT / "deploy" / "grafana" / "shardline.json").read_text())
+    assert dashboard["uid"] == "shardline" and dashboard["title"]
+    assert dashboard["schemaVersion"] >= 39
+    variables = {variable["name"]: variable for variable in dashboard["templating"]["list"]}
+    assert variables["DS_PROMETHEUS"]["type"] == "datasource"
+    assert variables["DS_PROMETHEUS"]["query"] == "prometheus"
+    datasource = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
+    for name, variable in variables.items():
+        if variable["type"] == "query":
+            assert variable["datasource"] == datasource, name
+    ids, cells = set(), []
+    for panel in dashboard["panels"]:
+        assert panel["id"] not in ids, f"duplicate panel id {panel['id']}"
+        ids.add(panel["id"])
+        grid = panel["gridPos"]
+        assert all(isinstance(grid[key], int) for key in ("h", "w", "x", "y")), panel["title"]
+        assert grid["x"] + grid["w"] <= 24 and grid["w"] > 0 and grid["h"] > 0, panel["title"]
+        cells += [
+            (panel["title"], x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        ]
+        if panel["type"] == "row":
+            continue
+        assert panel["title"] and panel["description"], panel
+        assert panel["datasource"] == datasource, panel["title"]
+        assert panel["targets"], panel["title"]
+        refs = [target["refId"] for target in panel["targets"]]
+        assert len(refs) == len(set(refs)), panel["title"]
+        for target in panel["targets"]:
+            assert target["datasource"] == datasource, panel["title"]
+            assert target["expr"].strip(), panel["title"]
+            for used in re.findall(r"\$\{?(\w+)", target["expr"]):
+                assert used in variables or used in GRAFANA_BUILTINS, f"{panel['title']}: unknown variable ${used}"
+    taken = {}
+    for title, x, y in cells:
+        assert (x, y) not in taken, f"panels {taken[(x, y)]!r} and {title!r} overlap"
+        taken[(x, y)] = title

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -234,6 +235,69 @@ def stop(process: subprocess.Popen):
             process.wait()
 
 
+def scrape_web_with_compose_prometheus(compose: dict, dotenv: dict[str, str], tmp_path: Path, web_port: str):
+    """The prometheus service: Debian's binary for the image's, with the service's command, mounts and secret."""
+    missing = [name for name in ("prometheus", "promtool") if shutil.which(name) is None]
+    if missing:
+        message = f"the prometheus service needs {' and '.join(missing)} (apt-get install prometheus)"
+        if os.environ.get("SHARDLINE_REQUIRE_PROMETHEUS") == "1":
+            pytest.fail(message)
+        pytest.skip(f"{message}; migrate, web and worker passed")
+    service = compose["services"]["prometheus"]
+    root = tmp_path / "prometheus"
+    port = free_port()
+
+    def mapped(text: str) -> str:
+        # The container's paths under root, the web service's address and the listen port as they are here.
+        text = re.sub(r"(?<![\w/])(/etc/prometheus|/prometheus|/run/secrets)\b", lambda m: f"{root}{m.group(1)}", text)
+        return text.replace("web:8000", f"127.0.0.1:{web_port}").replace("=:9090", f"=127.0.0.1:{port}")
+
+    for volume in service["volumes"]:
+        source, target = volume.split(":")[:2]
+        inside = root / target.lstrip("/")
+        if source.startswith("./"):
+            shutil.copytree(ROOT / source, inside)  # a bind mount
+        else:
+            inside.mkdir(parents=True)  # a named volume, empty at first
+    (root / "run" / "secrets").mkdir(parents=True)
+    for secret in service["secrets"]:
+        # compose writes the secret from the variable in .env (.env.example here).
+        (root / "run" / "secrets" / secret).write_text(dotenv[compose["secrets"][secret]["environment"]])
+    config = root / "etc" / "prometheus" / "prometheus.yml"
+    config.write_text(mapped(config.read_text()))
+    check = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    log = tmp_path / "prometheus.log"
+    # The image's entrypoint is /bin/prometheus; its command is the service's.
+    process = subprocess.Popen(
+        ["prometheus", *(mapped(word) for word in service["command"])],
+        cwd=root,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        health = [word.replace(":9090", f":{port}") for word in service["healthcheck"]["test"][1:]]
+        deadline = time.monotonic() + 30
+        while subprocess.run(health, capture_output=True, timeout=10).returncode != 0:
+            assert process.poll() is None, f"prometheus exited with {process.returncode}:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"prometheus's health check never passed:\n{log.read_text()}"
+            time.sleep(0.5)
+        # It scrapes web's /metrics with the token compose gives both (none in .env.example).
+        query = urllib.parse.urlencode({"query": 'up{job="shardline"}'})
+        while True:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/query?{query}", timeout=5) as answer:
+                result = json.load(answer)["data"]["result"]
+            if result:
+                assert result[0]["value"][1] == "1", f"the scrape of web failed: {result}\n{log.read_text()}"
+                break
+            assert time.monotonic() < deadline, f"prometheus never scraped web:\n{log.read_text()}"
+            time.sleep(0.5)
+    finally:
+        stop(process)
+
+
 def test_migrate_web_and_worker_start_from_the_image_with_only_what_compose_gives_them(tmp_path, fresh_database):
     broker = os.environ.get("CELERY_BROKER_URL", "")
     assert broker.startswith("redis://"), "set CELERY_BROKER_URL to a Redis server to run this test"
@@ -243,6 +307,10 @@ def test_migrate_web_and_worker_start_from_the_image_with_only_what_compose_give
     dotenv = read_env_file(ROOT / ".env.example")
     app = {name: service for name, service in services.items() if "build" in service}
     assert set(app) == {"migrate", "web", "worker"}
+    # The others: postgres and redis stand for this suite's servers, prometheus
+    # runs below from Debian's package, grafana cannot run here (no package, no
+    # engine): tests/test_deployment_files.py checks its provisioning and dashboard.
+    assert set(services) - set(app) == {"postgres", "redis", "prometheus", "grafana"}
 
     ports = {}
     for service in app.values():
@@ -307,6 +375,7 @@ def test_migrate_web_and_worker_start_from_the_image_with_only_what_compose_give
             assert "Traceback" not in text and "ERROR" not in text, f"{name}:\n{text}"
         metrics_dir = Path(environment_of("web")["PROMETHEUS_MULTIPROC_DIR"])
         assert any(metrics_dir.glob("*.db")), "the web workers write their metrics where /metrics reads them"
+        scrape_web_with_compose_prometheus(compose, dotenv, tmp_path, ports["8000"])
     finally:
         for process, _log in running.values():
             stop(process)

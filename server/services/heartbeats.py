@@ -81,6 +81,7 @@ def extend(
         }
         lost = [pair for pair in lost if pair[0] not in done]
     lost = [lease_id for lease_id, _token in lost]
+    metrics.LEASES_LOST.labels("extend").inc(len(lost))
     for lease_id in lost:
         log.warning(
             "heartbeat refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "extend"}

@@ -252,6 +252,7 @@ def _take_once(
         raise NotFound(f"no job with id {job_id}")
     first = rows[0]
     if first.reclaimed:
+        metrics.LEASES_RECLAIMED.inc(first.reclaimed)
         log.info("expired leases taken back", extra={"event": "lease_expired", "job": job_id, "count": first.reclaimed})
     leases = [Lease.from_row(row) for row in rows if row.id is not None]
     job = {
@@ -326,6 +327,7 @@ def _lost(completions, completed: list[int], caller: Caller) -> list[int]:
     repeated = {row.id for row in rows}
     completed += [c.id for c in missing if c.id in repeated]
     lost = [c.id for c in missing if c.id not in repeated]
+    metrics.LEASES_LOST.labels("complete").inc(len(lost))
     for lease_id in lost:
         log.warning(
             "completion refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "complete"}
@@ -351,14 +353,14 @@ def _complete(completions, caller: Caller) -> tuple[list[int], list[int], set[in
 
 
 def complete(lease_id: int, token: int, records: int | None = None, caller: Caller = SERVER) -> None:
-    with metrics.timed("complete"):
+    with metrics.timed("complete"):  # a lost lease counts as outcome lease_lost
         completed, lost, job_ids = _complete([Completion(lease_id, token, records)], caller)
         for job_id in job_ids:
             jobs.finish_if_done(job_id)
-    if lost:
-        raise LeaseLost(
-            f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
-        )
+        if lost:
+            raise LeaseLost(
+                f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
+            )
 
 
 def resume(job_id: int, worker: str, caller: Caller = SERVER) -> list[Lease]:
@@ -383,10 +385,11 @@ def release(lease_id: int, token: int, reason: str, caller: Caller = SERVER) -> 
     """Gives an item back unread without using an attempt (a synchronous rank's epoch stopped before it)."""
     with metrics.timed("release"):
         rows = sql.run("release", {"id": lease_id, "token": token, "reason": reason, **caller.sql})
-    if not rows:
-        raise LeaseLost(
-            f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
-        )
+        if not rows:
+            metrics.LEASES_LOST.labels("release").inc()
+            raise LeaseLost(
+                f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
+            )
 
 
 def fail(lease_id: int, token: int, error: str, caller: Caller = SERVER) -> dict:
@@ -394,11 +397,14 @@ def fail(lease_id: int, token: int, error: str, caller: Caller = SERVER) -> dict
     with metrics.timed("fail"):
         rows = sql.run("fail", {"id": lease_id, "token": token, "error": error, **caller.sql})
         row = rows[0] if rows else None
-    if row is None:
-        log.warning("failure refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "fail"})
-        raise LeaseLost(
-            f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
-        )
+        if row is None:
+            metrics.LEASES_LOST.labels("fail").inc()
+            log.warning(
+                "failure refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "fail"}
+            )
+            raise LeaseLost(
+                f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
+            )
     _id, job_id, state, attempts, max_attempts = row
     if state == "failed":
         jobs.finish_if_done(job_id)

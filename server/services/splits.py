@@ -104,6 +104,7 @@ def cut(lease_id: int, token: int, at: int, caller: Caller = SERVER) -> dict:
     with metrics.timed("split"):
         rows = sql.run("cut", {"id": lease_id, "token": token, "at": at, "floor": floor(), **caller.sql})
         if not rows:
+            metrics.LEASES_LOST.labels("split").inc()
             raise LeaseLost(
                 f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
             )
