@@ -24,9 +24,10 @@ belong beside their fields.
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.expressions import ArraySubquery
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models import BooleanField, F, Func, Q
+from django.db.models import BooleanField, F, Func, OuterRef, Q
 
 
 class Role(models.TextChoices):
@@ -83,6 +84,12 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 SLICING_PATIENCE = 60.0
 
 
+class JobQuerySet(models.QuerySet):
+    def with_warnings(self):
+        """Each job with its warnings, oldest first, read in the same query (see ``Job.warnings``)."""
+        return self.annotate(warning_messages=ArraySubquery(_warnings_of(OuterRef("pk")).values("message")))
+
+
 class Job(models.Model):
     # ``queue.run`` when the job serves a run, else the queue's name: unique.
     name = models.CharField(max_length=200, unique=True)
@@ -130,6 +137,8 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    objects = JobQuerySet.as_manager()
+
     class Meta:
         db_table = "shardline_job"
         ordering = ["-created_at", "-id"]
@@ -148,8 +157,14 @@ class Job(models.Model):
 
     @property
     def warnings(self) -> list[str]:
-        """What the job's owner should know (works handed out whole...), oldest first."""
-        return list(self.events.filter(kind=EventKind.WARNING).order_by("at", "id").values_list("message", flat=True))
+        """What the job's owner should know (works handed out whole...), oldest first.
+
+        A list of jobs reads them in its own query (``JobQuerySet.with_warnings``)
+        instead of one more query per job.
+        """
+        if "warning_messages" in self.__dict__:
+            return list(self.warning_messages)
+        return list(_warnings_of(self.pk).values_list("message", flat=True))
 
     def slicing_stalled(self, now) -> str | None:
         """Why takes have waited long for slicing, once the job has been slicing for SLICING_PATIENCE; else None."""
@@ -454,6 +469,11 @@ class Event(models.Model):
         db_table = "shardline_event"
         ordering = ["-at", "-id"]
         indexes = [models.Index(fields=["job", "kind", "-at"], name="event_job_kind_at")]
+
+
+def _warnings_of(job):
+    """The warning events of ``job`` (an id, or an OuterRef to one), oldest first."""
+    return Event.objects.filter(job_id=job, kind=EventKind.WARNING).order_by("at", "id")
 
 
 class Snapshot(models.Model):

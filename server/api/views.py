@@ -52,7 +52,7 @@ class JobListCreateView(generics.ListAPIView):
         state = self.request.query_params.get("state")
         if state and state not in JobState.values:
             raise serializers.ValidationError({"state": [f"unknown state; choose one of {', '.join(JobState.values)}"]})
-        return visible_jobs(self.request, selectors.jobs(state)).select_related("created_by")
+        return visible_jobs(self.request, selectors.jobs(state)).select_related("created_by").with_warnings()
 
     @extend_schema(
         parameters=[OpenApiParameter("state", str, enum=JobState.values)],
