@@ -4,6 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+# pytest-xdist processes for `make test`: each has its own test database,
+# server processes and Celery queue. Most tests wait on real servers, so two
+# halve the suite on 2 cores; TEST_PROCESSES=0 runs it in one process.
+TEST_PROCESSES ?= 2
 
 .PHONY: venv run lint test test-unit test-embedded bench clean-embedded soak
 
@@ -44,7 +48,7 @@ lint: venv
 # unset). When DATABASE_URL names a server, the smoke subset also runs against
 # the embedded Postgres, so both set-ups are proven by one command.
 test: venv
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) $(PYTEST_ARGS)
 	@if [ -n "$$DATABASE_URL" ]; then \
 		echo "== smoke subset against the embedded Postgres =="; \
 		env -u DATABASE_URL $(BIN)/python -m pytest -m smoke $(PYTEST_ARGS); \

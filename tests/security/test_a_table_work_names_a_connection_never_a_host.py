@@ -38,6 +38,8 @@ OWN = url_of(OWN_DATABASE)
         "postgresql://postgres@sources?table=public.django_session",
         f"postgres:///{OWN_DATABASE}?table=public.django_session&host=/var/run/postgresql",
     ],
+    # The test database's name differs between parallel pytest workers; ids must not.
+    ids=lambda work: work.replace(OWN_DATABASE, "OWN"),
 )
 def test_a_work_with_an_address_or_connection_option_of_its_own_is_a_400_that_writes_nothing(live_api, work):
     api = live_api("worker")
