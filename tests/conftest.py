@@ -27,6 +27,11 @@ from .support import Api, ServerProcess, database_url
 # tasks. Unacknowledged tasks of a killed worker come back after 3 s.
 os.environ["SHARDLINE_CELERY_QUEUE"] = f"shardline-test-{uuid.uuid4().hex[:8]}"
 os.environ.setdefault("SHARDLINE_CELERY_VISIBILITY_TIMEOUT", "3")
+# Each web process keeps a database connection per request thread (server/asgi.py);
+# with two pytest processes, each with its 4-process server and the servers
+# some tests start, 8 threads took the machine's Postgres to its 100
+# connections ("too many clients"). 4 are plenty for a test's requests.
+os.environ.setdefault("SHARDLINE_WEB_THREADS", "4")
 
 
 def start_celery_worker(db_url: str, name: str) -> subprocess.Popen:

@@ -374,7 +374,8 @@ class ItemFilterSerializer(serializers.Serializer):
         choices=[("completed", "completed (done or failed)"), *ItemState.choices], required=False
     )
     epoch = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
-    worker = serializers.CharField(max_length=MAX_WORKER_LENGTH, required=False)
+    # A prefix of worker names: the empty one matches every worker.
+    worker = serializers.CharField(max_length=MAX_WORKER_LENGTH, required=False, allow_blank=True)
     format = serializers.ChoiceField(choices=["json", "csv"], required=False)
     cursor = serializers.CharField(required=False)
     page_size = serializers.IntegerField(required=False, min_value=1, max_value=1000)

@@ -50,7 +50,7 @@ class JobListCreateView(generics.ListAPIView):
 
     def get_queryset(self):
         state = self.request.query_params.get("state")
-        if state and state not in JobState.values:
+        if state is not None and state not in JobState.values:
             raise serializers.ValidationError({"state": [f"unknown state; choose one of {', '.join(JobState.values)}"]})
         return visible_jobs(self.request, selectors.jobs(state)).select_related("created_by").with_warnings()
 
@@ -152,7 +152,9 @@ class ItemsView(generics.ListAPIView):
     pagination_class = ItemCursorPagination
 
     def _filters(self):
-        data = validated(s.ItemFilterSerializer, self.request.query_params).validated_data
+        # A plain dict: DRF reads an empty value in a QueryDict as absent (an
+        # HTML form's habit), so `?format=` or `?epoch=` passed unnoticed.
+        data = validated(s.ItemFilterSerializer, self.request.query_params.dict()).validated_data
         return {key: data.get(key) for key in ("state", "epoch", "worker")}
 
     def get_queryset(self):

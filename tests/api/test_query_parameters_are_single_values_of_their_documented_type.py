@@ -3,6 +3,8 @@ positive integer, is a 400 (DRF took the last value, and page=abc for page 1).""
 
 import pytest
 
+from .helpers import create_job
+
 pytestmark = pytest.mark.django_db
 
 
@@ -28,3 +30,21 @@ def test_good_ones_page_as_before(viewer_client):
     response = viewer_client.get("/api/v1/jobs/?page=1&page_size=500&state=done")
     assert response.status_code == 200
     assert viewer_client.get("/api/v1/jobs/?page=9").status_code == 404  # past the last page
+
+
+def test_an_empty_value_is_a_value_not_an_absent_parameter(viewer_client, worker_client, job_name):
+    # DRF reads `?format=` from a QueryDict as absent, as an HTML form would:
+    # the audit answered JSON to a format its schema does not list.
+    response = viewer_client.get("/api/v1/jobs/?state=")
+    assert response.status_code == 400, response.content
+    assert list(response.json()["fields"]) == ["state"]
+    job = create_job(worker_client, job_name, ["/a", "/b"])
+    items = f"/api/v1/jobs/{job['id']}/items/"
+    for field in ("format", "state", "epoch"):
+        response = viewer_client.get(f"{items}?{field}=")
+        assert response.status_code == 400, response.content
+        assert list(response.json()["fields"]) == [field]
+    # The worker filter is a prefix of names: the empty one matches every worker.
+    everything = viewer_client.get(items).json()["results"]
+    assert len(everything) == 2
+    assert viewer_client.get(f"{items}?worker=").json()["results"] == everything
