@@ -237,6 +237,34 @@ class Leaser:
         with self._lock:
             self._sending.difference_update(lease.id for lease in sent)
 
+    def release_unfinished(self, reason: str) -> None:
+        """Gives back unread, without using an attempt, every lease held that no consumer here finished.
+
+        A synchronous rank's loader process calls it as it ends
+        (worker_sdk.torch): the records it handed over that the rank never
+        received (the DataLoader's prefetch when the epoch stopped) are in no
+        one's account, and their items would wait for their lease to expire.
+        A lease the rank completed or gave back meanwhile is refused as lost:
+        that is not news, and nothing is logged.
+        """
+        with self._lock:
+            leases = [
+                lease
+                for lease in self._held.values()
+                if not lease.local and lease.id not in self._finished and lease.id not in self._sending
+            ]
+            self._sending.update(lease.id for lease in leases)
+        for lease in leases:
+            try:
+                self.client.release(lease.id, lease.token, reason)
+            except errors.LeaseLostError:
+                pass
+            finally:
+                self._stop_sending([lease])
+            with self._lock:
+                self._held.pop(lease.id, None)
+                self._reported_lost.add(lease.id)  # the heartbeat need not report it lost either
+
     def fail(self, leases: list[Lease], error: str) -> None:
         """Gives leases back with an error, for another attempt (or failed after the job's max_attempts)."""
         for lease in leases:

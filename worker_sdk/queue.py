@@ -285,6 +285,11 @@ class WorkQueue:
         """Completes or gives back leases another process took and handed over with their records (worker_sdk.sync)."""
         return HandedLeases(self._client)
 
+    def release_unfinished(self, reason: str) -> None:
+        """Gives back unread every item this process holds and no consumer of it finished (a loader process ending)."""
+        if self._leaser_obj is not None and self._leaser_pid == os.getpid():
+            self._leaser_obj.release_unfinished(reason)
+
     def __getstate__(self):
         state = dict(self.__dict__)
         state.update(_leaser_obj=None, _leaser_pid=None, _streams=None, _default=None, _state_lock=None)

@@ -190,10 +190,10 @@ class Ledger:
         for lease_id, (token, trained) in list(self._open.items()):
             try:
                 self.leases.release(lease_id, token, reason)
-                self.stats.released += 1
-                self.stats.reread += trained
             except errors.LeaseLostError:
-                pass  # expired and taken back meanwhile: read again all the same
+                pass  # its loader process gave it back as it ended, or it expired: read again all the same
+            self.stats.released += 1
+            self.stats.reread += trained
             del self._open[lease_id]
 
     def _complete(self, lease_id: int, token: int) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import multiprocessing.util
 import os
 import weakref
 from contextlib import closing
@@ -109,6 +110,17 @@ class _EpochDataset(IterableDataset):
             quota = sync.loader_quota(self.plan, loaders, index)
             yield from sync.read_epoch(self.queue, self.plan.epoch, self.reader, quota)
         else:
+            if info is not None:
+                # When the epoch stops, the batches this loader prefetched and
+                # the rank never received end with the process, and nothing
+                # else gives their items back before the lease expires (the
+                # next epoch would end without them). So it does, as it exits.
+                multiprocessing.util.Finalize(
+                    None,
+                    self.queue.release_unfinished,
+                    args=(f"epoch {self.plan.epoch} stopped before the rank trained on this item",),
+                    exitpriority=10,
+                )
             yield from sync.read_epoch(self.queue, self.plan.epoch, self.reader, handoff=True)
 
 
