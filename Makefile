@@ -1,4 +1,4 @@
-# Shardline: `make run` and `make test` are the two commands in README.md.
+# Shardline: `make run` and `make test` are the two commands in README.md; `make docs` builds docs/.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -9,17 +9,18 @@ PYTEST_ARGS ?=
 # halve the suite on 2 cores; TEST_PROCESSES=0 runs it in one process.
 TEST_PROCESSES ?= 2
 
-.PHONY: venv run lint test test-unit test-embedded bench clean-embedded soak
+.PHONY: venv run lint docs test test-unit test-embedded bench clean-embedded soak
 
 venv: $(STAMP)
 
 # Reinstalls only when pyproject.toml changes, so `make test` stays quick.
 # Everything: the server, the SDK's TensorFlow and PyTorch integrations, the
-# test tools (about 4 GB).
+# test tools and the docs site's (about 4 GB; the docs add a few MB, and the
+# suite builds the docs to check that a broken link fails them).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[server,tables,tf,test]'
+	$(BIN)/python -m pip install -q -e '.[server,tables,tf,test,docs]'
 	touch $(SERVER_STAMP) $(STAMP)
 
 # The server alone (no TensorFlow, torch or test tools), with pip's progress:
@@ -38,6 +39,14 @@ run: $(SERVER_STAMP)
 # Pure logic, no servers: seconds.
 test-unit: venv
 	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)
+
+# The docs site in docs/_build/html: Markdown pages (MyST), the settings and
+# API references generated from the code and the OpenAPI schema. Every warning
+# is an error: a broken link or anchor, an unknown cross-reference, a setting
+# read by the code and not described, a fault in the schema. -E: the generated
+# pages are made again on every build.
+docs: venv
+	$(BIN)/sphinx-build -E -W --keep-going -n -b html docs docs/_build/html
 
 # ruff: lint (pyflakes, pycodestyle, import order) and the formatter's check.
 lint: venv

@@ -12,7 +12,7 @@ Usage:  .venv/bin/python bench/slicing.py [--parts files,tables] [--lines 100000
    footers and sliced into 1,000 slices. Target: under 1 s.
 3. Reading one slice of 1,000 (seeking to its offset) beside reading the whole
    file through the same reader. Target: about 1/1,000 of the time.
-4. Tables (--tables, README "Tables"): a Postgres table of --pg-rows rows (in
+4. Tables (--tables, docs/tables.md): a Postgres table of --pg-rows rows (in
    the benchmark database: DATABASE_URL, else the embedded Postgres; made
    once, kept in schema bench_tables), and Delta and Iceberg tables of
    --lake-files Parquet files (--lake-rows rows in all, under --dir), each

@@ -143,6 +143,7 @@ def _job_context(request, job) -> dict:
         "epochs": epoch_bars(job_progress.epochs),
         "chart": throughput_chart(selectors.throughput(job, minutes=31)),  # 30 complete minutes and the current one
         "workers": selectors.workers_with_health(job),
+        "stalls": selectors.data_stalls(job),
         "failures": selectors.recent_failures(job),
         "splits": selectors.recent_splits(job),
         "can_act": _can(request, Role.ADMIN),

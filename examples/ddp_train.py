@@ -68,7 +68,7 @@ def main():
     if cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     # A peer that stops answering fails the collective after the lease timeout,
-    # not the 30-minute default (README, "Synchronous training").
+    # not the 30-minute default (docs/synchronous.md).
     timeout = timedelta(seconds=queue.job["lease_timeout"])
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout)
     rank, device = dist.get_rank(), torch.device("cuda" if cuda else "cpu")
@@ -109,7 +109,7 @@ def main():
     queue.close()
     dist.barrier()  # no rank tears the process group down while another is still in its last collective
     # Unregisters the group; the SDK lets go of it last, at exit, once this
-    # function's DDP model is gone (README, "Ending a rank"): keep the model
+    # function's DDP model is gone (docs/synchronous.md, "Ending a rank"): keep the model
     # in a function, not in a global.
     dist.destroy_process_group()
 

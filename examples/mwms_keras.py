@@ -12,7 +12,7 @@ The files are sliced (``num_slices``): ``distributed.steps_per_epoch`` is an
 epoch's records over the global batch, and ``distributed.dataset`` gives
 each worker exactly its share of those steps every epoch. Keras 2 (tf_keras,
 ``TF_USE_LEGACY_KERAS=1``, set below): Keras 3's ``fit`` fails under this
-strategy (README, "Synchronous training").
+strategy (docs/synchronous.md).
 
 With ``--backup DIR`` (a folder every worker can reach) the model and the
 queue's position are saved there at each epoch's end: when a worker dies,

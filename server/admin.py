@@ -3,11 +3,20 @@
 State changes belong to the services (the API and the dashboard call them),
 so the admin shows the data and lets an operator fix a name or revoke a token,
 nothing that would bypass the lease protocol.
+
+A token is revoked only by the "Revoke selected tokens" action, which calls
+the same service as the API (``accounts.revoke_by_id``): the revocation is
+announced to every server process (it takes effect at once, not after their
+token caches' seconds) and audited. Its ``revoked_at`` (and key hash, role,
+scope, times) cannot be edited, so a token is never un-revoked, and tokens
+cannot be deleted, so none loses its history.
 """
 
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from .errors import InvalidTransition, NotFound
 from .models import ApiToken, Event, Item, ItemHistory, Job, Snapshot, SnapshotRestore, Worker
+from .services import accounts
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -74,8 +83,42 @@ class ItemHistoryAdmin(ReadOnlyAdmin):
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("prefix", "user", "role", "jobs", "name", "created_at", "last_used_at", "expires_at", "revoked_at")
     list_filter = ("role",)
-    readonly_fields = ("user", "role", "jobs", "prefix", "key_hash", "created_at", "last_used_at")
+    # Only the label is editable: a field whose change every server process
+    # must hear of at once (revoked_at, expires_at) changes through a service.
+    readonly_fields = (
+        "user",
+        "role",
+        "jobs",
+        "prefix",
+        "key_hash",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    )
     fields = ("user", "role", "jobs", "name", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at")
+    actions = ["revoke_tokens"]
 
     def has_add_permission(self, request):
-        return False  # keys are shown once: create them with `manage.py create_token`
+        return False  # keys are shown once: create them with `manage.py create_token` or the API
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # revoke instead: a revoked token keeps its history (and its user's deletion is refused)
+
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
+    def revoke_tokens(self, request, queryset):
+        revoked, skipped = 0, 0
+        for token_id in queryset.order_by("pk").values_list("pk", flat=True):
+            try:
+                # Each in its own transaction: one already revoked (or revoked meanwhile) leaves the others to go.
+                accounts.revoke_by_id(token_id, request.user, via="in the admin site")
+            except (InvalidTransition, NotFound):
+                skipped += 1
+            else:
+                revoked += 1
+        if revoked:
+            what = "1 token: it stops" if revoked == 1 else f"{revoked} tokens: they stop"
+            self.message_user(request, f"Revoked {what} working at once, in every server process.", messages.SUCCESS)
+        if skipped:
+            what = "1 token was" if skipped == 1 else f"{skipped} tokens were"
+            self.message_user(request, f"{what} already revoked.", messages.WARNING)

@@ -1,4 +1,4 @@
-"""The ASGI entry point, how Shardline is served: gunicorn with uvicorn workers (the README's Serving).
+"""The ASGI entry point, how Shardline is served: gunicorn with uvicorn workers (docs/design.md, "Serving").
 
 Django's WSGI handler runs on a pool of SHARDLINE_WEB_THREADS threads per
 process, each keeping its database connection; takes and heartbeats that

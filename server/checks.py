@@ -27,7 +27,7 @@ def autovacuum_is_on(app_configs=None, databases=None, **kwargs):
         Warning(
             "autovacuum is off on the database server",
             hint="Dead item rows are then never removed and takes slow down as an epoch proceeds "
-            "(README, Operating). Set autovacuum = on in postgresql.conf.",
+            "(docs/deploy.md, Vacuum). Set autovacuum = on in postgresql.conf.",
             id="shardline.W001",
         )
     ]
@@ -36,7 +36,7 @@ def autovacuum_is_on(app_configs=None, databases=None, **kwargs):
 @register()
 def table_connections_spare_the_own_database(app_configs=None, **kwargs):
     # A worker token creates jobs: a connection to the server's own database
-    # would let it read sessions and users through table works (README,
+    # would let it read sessions and users through table works (docs/tables.md,
     # "What the server reads"). By address here; by identity when slicing.
     from .conf import ALLOW_OWN_DATABASE, PG_CONNECTION_PREFIX
     from .data_policy import reaches_own_database

@@ -57,6 +57,26 @@ class InvalidTransition(ShardlineError):
     code = "invalid_state"
 
 
+class UserConflict(ShardlineError):
+    """A token its user cannot have now (a role above the user's, a deactivated user). ``fields`` names the field.
+
+    409, not 400: the same request is valid for another user, or for this one once an admin changed it.
+    """
+
+    status = 409
+    code = "user_conflict"
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message, fields={field: [message]})
+
+
+class TokenInUse(ShardlineError):
+    """A revocation of the very token the request is made with, not confirmed: the caller would lock itself out."""
+
+    status = 409
+    code = "token_in_use"
+
+
 class SplitRefused(ShardlineError):
     """A split point the lease's current range does not allow (not a record range, before what was read).
 

@@ -54,6 +54,9 @@ class Gateway:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.inner(scope, receive, send)
+        # Revocations are announced on the listener: a process whose token cache
+        # fills from any request listens from its first one (server/waiting.py).
+        waiting.listener().start()
         headers = [(name, value) for name, value in scope["headers"] if name != GATEWAY_HEADER]
         limit = body_limits.limit(scope["method"], scope["path"])
         length = next((value for name, value in headers if name == b"content-length"), None)

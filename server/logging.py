@@ -22,6 +22,8 @@ FIELDS = (
     "count",
     "snapshot",
     "fenced",
+    "token_id",
+    "by",
 )
 
 

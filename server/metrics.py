@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from django.core.exceptions import ImproperlyConfigured
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 
 def _ensure_multiprocess_dir():
@@ -115,7 +115,7 @@ def timed(op: str):
 
 
 class JobCollector:
-    """Per-job item gauges for jobs that are not finished (and ones finished in the last hour)."""
+    """Per-job item gauges and per-loop data-stall counters, for jobs not finished (or finished in the last hour)."""
 
     def collect(self):
         from . import progress, selectors
@@ -134,7 +134,8 @@ class JobCollector:
             "Pieces of leases' unread records split off to idle workers (the liquid tail), each a new item.",
             labels=["job"],
         )
-        for job_progress in progress.of_jobs(selectors.jobs_for_metrics()).values():
+        jobs = selectors.jobs_for_metrics()
+        for job_progress in progress.of_jobs(jobs).values():
             name = job_progress.job.name
             for key in progress.COUNTS:
                 items.add_metric([name, key], getattr(job_progress, key))
@@ -146,6 +147,7 @@ class JobCollector:
         yield state
         yield workers
         yield splits
+        yield from self.data_stalls(jobs)
         # Dead item rows slow the take until vacuum removes them (an alert on
         # this growing without bound means autovacuum is off or cannot keep up).
         dead = GaugeMetricFamily(
@@ -153,6 +155,34 @@ class JobCollector:
         )
         dead.add_metric([], selectors.item_dead_rows())
         yield dead
+
+    @staticmethod
+    def data_stalls(jobs):
+        """Each training loop's data stall, cumulative, as its heartbeats reported it (server/sql/extend.sql).
+
+        Counters read from the database like the gauges above: a scrape of
+        any web process has every loop's. Labelled by job and loop (``worker``:
+        the process whose training loop waits), for the jobs above and loops
+        that reported in the last hour.
+        """
+        from . import selectors
+
+        waited = CounterMetricFamily(
+            "shardline_data_wait_seconds",
+            "Seconds a training loop waited for its next record or batch (its data stall).",
+            labels=["job", "worker"],
+        )
+        total = CounterMetricFamily(
+            "shardline_data_loop_seconds",
+            "Seconds a training loop ran: its waits for data and its own work. Stall fraction: rate of "
+            "shardline_data_wait_seconds_total over rate of this.",
+            labels=["job", "worker"],
+        )
+        for job_name, worker, seconds_waited, seconds in selectors.data_stalls_for_metrics(jobs):
+            waited.add_metric([job_name, worker], seconds_waited)
+            total.add_metric([job_name, worker], seconds)
+        yield waited
+        yield total
 
 
 def render() -> bytes:

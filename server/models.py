@@ -1,6 +1,6 @@
 """The dispatch domain: jobs, their items per epoch, leases, workers, tokens.
 
-Words (the README's Development section has the same table):
+Words (docs/design.md, "Words", has the same table):
 
     work    what a job is made of, as the user wrote it (a file, a directory
             or glob, or with num_slices a file to be cut)
@@ -397,6 +397,39 @@ class Worker(models.Model):
     @property
     def mean_item_seconds(self) -> float | None:
         return self.busy_seconds / self.items_done if self.items_done else None
+
+
+class DataStall(models.Model):
+    """One training loop's data stall on a job: seconds it waited for its next record or batch, and seconds it ran.
+
+    ``worker`` is the loop's process: the consumer its workers lease for (a
+    DataLoader's main process, whose loaders hold the leases). Written by
+    heartbeats alone (server/sql/extend.sql). Each adds what its reporting
+    clock (worker_sdk.stall, one per process) grew since that clock's last
+    report, kept in ``clock*``: a repeated or late heartbeat adds nothing, a
+    restarted process's new clock adds its whole reading. So ``waited`` and
+    ``total`` (waited + busy) only grow: they are the Prometheus counters.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="data_stalls", db_index=False)
+    worker = models.CharField(max_length=255)
+    waited = models.FloatField(default=0.0, help_text="Seconds the loop waited for its next record or batch.")
+    total = models.FloatField(default=0.0, help_text="Seconds the loop ran: its waits and its own work.")
+    clock = models.CharField(max_length=32, help_text="The reporting process's clock.")
+    clock_waited = models.FloatField(default=0.0)
+    clock_busy = models.FloatField(default=0.0)
+    first_reported = models.DateTimeField()
+    reported_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "shardline_data_stall"
+        constraints = [models.UniqueConstraint(fields=["job", "worker"], name="data_stall_job_worker")]
+        ordering = ["worker"]
+
+    @property
+    def fraction(self) -> float | None:
+        """The share of its time the loop waited for data."""
+        return self.waited / self.total if self.total > 0 else None
 
 
 class TakeRequest(models.Model):

@@ -18,7 +18,11 @@ the process at once, every SHARDLINE_TOKEN_CACHE_SECONDS, in two statements:
 their tokens are checked as authentication checks them (a revoked or expired
 token, a deactivated user: the takes of that token run again, and are
 refused), and their workers' last_seen moves on, so the dashboard shows them
-alive. With the token cache off (0), every take runs.
+alive. A revocation does not wait for that: announced to every process
+(server/waiting.py), it drops the token's parked takes at once, wakes their
+waits to run (and be refused), and keeps a take of that token that was
+waiting when it came from being parked after. With the token cache off (0),
+every take runs.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ log = logging.getLogger("shardline.waiting")
 TAKE = re.compile(r"^/api/v1/jobs/(\d+)/leases/$")
 # An entry nobody has used for this long is dropped (its worker went away).
 UNUSED_SECONDS = 120.0
+# Revoked key hashes remembered, so that a take that was waiting when its
+# token was revoked is not parked after (far more than are revoked within a wait).
+REVOKED_KEPT = 1024
 # The refreshes run on one thread of their own, which keeps its database
 # connection between them: a connection per refresh would cost its set-up
 # statements every time, more than the two statements themselves.
@@ -90,6 +97,23 @@ class Parking:
         self._entries: dict[Key, Parked] = {}
         self._task: asyncio.Task | None = None
         self._rechecks: dict[int, asyncio.Future] = {}
+        self._revoked: dict[str, None] = {}  # insertion-ordered: the oldest is dropped first
+
+    def revoked(self, digest: str | None) -> None:
+        """A token was revoked (None: any may have been, while the listener was away): its parked takes run again.
+
+        Running, each is refused by authentication; those waiting now are woken to.
+        """
+        from . import waiting
+
+        if digest is not None:
+            self._revoked[digest] = None
+            if len(self._revoked) > REVOKED_KEPT:
+                del self._revoked[next(iter(self._revoked))]
+        for key, entry in list(self._entries.items()):
+            if digest is None or entry.digest == digest:
+                del self._entries[key]
+                waiting.listener().wake_job(entry.job)
 
     def get(self, key: Key, listener) -> Parked | None:
         """The parked answer for ``key``, if nothing came since it was made that its take would wake for.
@@ -135,7 +159,10 @@ class Parking:
         token = key.authorization.split(None, 1)[1].decode("latin1").strip()
         entry = self._entries.get(key)
         if entry is None:
-            entry = Parked(answer, wait, since, wake_at, wait.job, str(data["worker"]), hash_key(token), now)
+            digest = hash_key(token)
+            if digest in self._revoked:
+                return  # revoked while this take waited: its repeat runs, and is refused
+            entry = Parked(answer, wait, since, wake_at, wait.job, str(data["worker"]), digest, now)
             self._entries[key] = entry
         entry.answer, entry.wait, entry.since, entry.wake_at, entry.used_at = answer, wait, since, wake_at, now
         self._start()
@@ -206,8 +233,11 @@ _parkings: dict[int, Parking] = {}
 
 def parking() -> Parking:
     """This event loop's parked takes."""
+    from . import waiting
+
     loop = asyncio.get_running_loop()
     found = _parkings.get(id(loop))
     if found is None:
         found = _parkings[id(loop)] = Parking()
+        waiting.listener().watch_tokens(found.revoked)
     return found

@@ -138,6 +138,30 @@ def workers_with_health(job: Job) -> list[dict]:
     ]
 
 
+def data_stalls(job: Job) -> list[dict]:
+    """Each training loop's data stall on the job, most starved first: ``fraction`` of its time it waited for data."""
+    from .models import DataStall
+
+    rows = DataStall.objects.filter(job=job).values("worker", "waited", "total", "reported_at")
+    stalls = [{**row, "fraction": row["waited"] / row["total"] if row["total"] > 0 else None} for row in rows]
+    return sorted(stalls, key=lambda row: (-(row["fraction"] or 0.0), row["worker"]))
+
+
+def data_stalls_for_metrics(jobs: list[Job]) -> list[tuple[str, str, float, float]]:
+    """(job name, loop, seconds waited, seconds in all) of ``jobs``' loops that reported in the last hour.
+
+    A loop that stopped reporting an hour ago leaves /metrics: so do the
+    names of restarted processes (host:pid), which would otherwise pile up.
+    """
+    from .models import DataStall
+
+    return list(
+        DataStall.objects.filter(job__in=[job.id for job in jobs], reported_at__gt=timezone.now() - timedelta(hours=1))
+        .order_by("job_id", "worker")
+        .values_list("job__name", "worker", "waited", "total")
+    )
+
+
 def recent_failures(job: Job, limit: int = 10):
     """Failures, retries and expiries, newest first, each with its item's string (``item_name``)."""
     from .models import EventKind
@@ -234,3 +258,30 @@ def holdings(job: Job, limit: int = 200) -> list:
         .order_by("worker", "leased_at")
         .values("id", "item", "worker", "leased_at", "expires_at")[:limit]
     )
+
+
+# A token's state, as authentication sees it (services/accounts.py): revoked
+# first, then expired, then its user deactivated; otherwise live.
+TOKEN_STATES = ("live", "revoked", "expired", "inactive")
+
+
+def tokens(state: str | None = None, user: str | None = None):
+    """API tokens, newest first, with ``state`` (one of TOKEN_STATES) and the user; never a key or its hash."""
+    from django.db.models import Case, CharField, Value, When
+
+    from .models import ApiToken
+
+    query = ApiToken.objects.select_related("user").annotate(
+        state=Case(
+            When(revoked_at__isnull=False, then=Value("revoked")),
+            When(expires_at__lte=Now(), then=Value("expired")),
+            When(user__is_active=False, then=Value("inactive")),
+            default=Value("live"),
+            output_field=CharField(),
+        )
+    )
+    if state:
+        query = query.filter(state=state)
+    if user:
+        query = query.filter(user__username=user)
+    return query.order_by("-created_at", "-id")

@@ -1,4 +1,4 @@
-"""Django settings, read from environment variables only (see README, "Settings")."""
+"""Django settings, read from environment variables only (docs/settings.md lists them all)."""
 
 from __future__ import annotations
 
@@ -268,6 +268,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "TokenStateEnum": "server.selectors.TOKEN_STATES",
+        # Jobs and items both have a `state`: named, not numbered, in the schema and the docs.
+        "JobStateEnum": "server.models.JobState",
+        "ItemStateEnum": "server.models.ItemState",
+    },
     # Every operation's error answers, strict request bodies, query bounds (server/api/schema.py).
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "server.api.schema.postprocess"],
 }

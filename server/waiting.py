@@ -27,6 +27,14 @@ and wakes those that reach zero, ``state`` wakes every waiter of the job,
 ``split`` the heartbeat that holds the lease, ``refused`` the take that asked.
 A woken waiter takes again; one that was too late waits again.
 
+The same connection listens on ``shardline_token``, where a revocation is
+announced (services/accounts.py): the process forgets the token at once
+(its cache, and the parked takes, server/parking.py, which watch here), so
+a revoked token stops working in every process when the revocation commits.
+From the first request a process serves, not its first take: its token
+cache fills from any request. After (re)connecting, what was announced
+meanwhile is unknown: every token is forgotten.
+
 A request marks its place in the stream of notifications before it runs
 (``mark``), and its wait, which starts after it ran, first looks at what
 came meanwhile: a notification between a take's statement and its wait is
@@ -41,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 log = logging.getLogger("shardline.waiting")
@@ -96,6 +105,24 @@ class Listener:
         # after it ran sees what came meanwhile.
         self._seq = 0
         self._recent: collections.deque = collections.deque(maxlen=RECENT)
+        # Called with a revoked token's key hash (None: any token may have been).
+        self._token_watchers: list[Callable[[str | None], None]] = []
+
+    def start(self) -> None:
+        """Listens from now on (the first request of a process calls it: see the module docstring)."""
+        self._start()
+
+    def watch_tokens(self, watcher: Callable[[str | None], None]) -> None:
+        """Calls ``watcher(key_hash)`` for each token revoked from now on, ``watcher(None)`` after a reconnection."""
+        self._token_watchers.append(watcher)
+
+    def token_revoked(self, digest: str | None) -> None:
+        """Forgets a revoked token (None: every token) in this process: its next use is checked in the database."""
+        from .services import accounts  # models: imported once Django is set up (server/asgi.py imports this first)
+
+        accounts.forget(digest)
+        for watcher in self._token_watchers:
+            watcher(digest)
 
     def mark(self) -> int:
         """Where the stream of notifications stands: ``wait(since=mark())`` also sees those that come after."""
@@ -186,16 +213,23 @@ class Listener:
         import psycopg
         from asgiref.sync import sync_to_async
 
+        from .services.accounts import TOKEN_CHANNEL
+
         attempt = 0
         while True:
             try:
                 params = await sync_to_async(_connection_params, thread_sensitive=False)()
                 async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as connection:
                     await connection.execute(f"LISTEN {CHANNEL}")
+                    await connection.execute(f"LISTEN {TOKEN_CHANNEL}")
                     attempt = 0
                     self._wake_all()  # whatever happened while not listening
+                    self.token_revoked(None)
                     async for note in connection.notifies():
-                        self.notify(note.payload)
+                        if note.channel == TOKEN_CHANNEL:
+                            self.token_revoked(note.payload)
+                        else:
+                            self.notify(note.payload)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the database went away: wake everyone, listen again

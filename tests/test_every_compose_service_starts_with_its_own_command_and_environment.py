@@ -8,6 +8,11 @@ ENV, the env_file (.env.example, as an operator copies it), the service's
 under the temp folder, the ``postgres`` and ``redis`` hosts to this suite's
 servers (a fresh database), the published port to a free one. A folder or a
 variable that one service lacks therefore fails here as it would in compose.
+
+The docs' docker compose commands (docs/deploy.md, docs/monitoring.md: the
+blocks marked ``run-by:`` this file) are run here too: ``docker compose exec
+SERVICE ...`` in that service's environment, ``up`` checked against the
+services and profiles this test starts.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 import yaml
+
+from tests.docs.blocks import blocks_run_by
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -298,12 +305,44 @@ def scrape_web_with_compose_prometheus(compose: dict, dotenv: dict[str, str], tm
         stop(process)
 
 
+def run_the_docs_compose_commands(compose: dict, container: Container, environment_of) -> None:
+    """The operator's commands as the docs give them, against the services this test started."""
+    blocks = blocks_run_by(__file__)
+    assert {block.path for block in blocks} >= {"docs/deploy.md", "docs/monitoring.md"}
+    profiles = {profile for service in compose["services"].values() for profile in service.get("profiles", [])}
+    for block in blocks:
+        for words in block.commands():
+            where = f"{block.id}: {' '.join(words)}"
+            if words == ["cp", ".env.example", ".env"]:
+                continue  # what this test reads as the operator's .env
+            assert words[:2] == ["docker", "compose"], f"{where}: this test runs docker compose commands only"
+            rest = words[2:]
+            while rest[:1] == ["--profile"]:
+                assert rest[1] in profiles, f"{where}: no service has the profile {rest[1]}"
+                rest = rest[2:]
+            if rest[:2] == ["up", "-d"]:
+                unknown = set(rest[2:]) - set(compose["services"])
+                assert not unknown, f"{where}: no such services {unknown}"
+                continue  # up is what this test does (grafana aside: it cannot run here)
+            assert rest[:1] == ["exec"] and rest[1] in ("web", "worker"), f"{where}: teach this test to run it"
+            done = subprocess.run(
+                [container.map_text(word) for word in rest[2:]],
+                cwd=container.path(container.workdir),
+                env=environment_of(rest[1]),
+                stdin=subprocess.DEVNULL,  # no terminal: createsuperuser says how to run it, and exits 0
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0, f"{where} failed:\n{done.stdout}{done.stderr}"
+
+
 def test_migrate_web_and_worker_start_from_the_image_with_only_what_compose_gives_them(tmp_path, fresh_database):
     broker = os.environ.get("CELERY_BROKER_URL", "")
     assert broker.startswith("redis://"), "set CELERY_BROKER_URL to a Redis server to run this test"
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
-    # The operator's .env: the example, as the README says to copy it.
+    # The operator's .env: the example, as docs/deploy.md says to copy it.
     dotenv = read_env_file(ROOT / ".env.example")
     app = {name: service for name, service in services.items() if "build" in service}
     assert set(app) == {"migrate", "web", "worker"}
@@ -375,6 +414,7 @@ def test_migrate_web_and_worker_start_from_the_image_with_only_what_compose_give
             assert "Traceback" not in text and "ERROR" not in text, f"{name}:\n{text}"
         metrics_dir = Path(environment_of("web")["PROMETHEUS_MULTIPROC_DIR"])
         assert any(metrics_dir.glob("*.db")), "the web workers write their metrics where /metrics reads them"
+        run_the_docs_compose_commands(compose, container, environment_of)
         scrape_web_with_compose_prometheus(compose, dotenv, tmp_path, ports["8000"])
     finally:
         for process, _log in running.values():

@@ -109,8 +109,12 @@ class Client:
         waiting: bool | None = None,
         positions: list[int | None] | None = None,
         wait: float = 0.0,
+        stall: dict | None = None,
     ) -> dict:
-        """A heartbeat; ``wait``: seconds the server may hold it until a split is asked of one of the leases."""
+        """A heartbeat; ``wait``: seconds the server may hold it until a split is asked of one of the leases.
+
+        ``stall``: the holders' consumer's data stall, ``{"clock", "waited", "busy"}`` (worker_sdk.stall).
+        """
         refs = [{"id": lease_id, "token": token} for lease_id, token in leases]
         for ref, position in zip(refs, positions or ()):
             if position is not None:
@@ -120,6 +124,8 @@ class Client:
             body["waiting"] = waiting
         if wait:
             body["wait"] = wait
+        if stall is not None:
+            body["stall"] = stall
         return self.transport.request("POST", "/api/v1/leases/extend/", json=body, server_wait=wait)
 
     def split(self, lease_id: int, token: int, at: int) -> dict:
@@ -141,3 +147,17 @@ class Client:
 
     def item_history(self, job_id: int, item_id: int) -> dict:
         return self.transport.request("GET", f"/api/v1/jobs/{job_id}/items/{item_id}/history/")
+
+    def tokens(self, state: str | None = None, user: str | None = None, page: int = 1, page_size: int = 50) -> dict:
+        """One page of API tokens, newest first (an admin's; never a key)."""
+        params = {"page": page, "page_size": page_size, **({"state": state} if state else {})}
+        return self.transport.request("GET", "/api/v1/tokens/", params={**params, **({"user": user} if user else {})})
+
+    def create_token(self, body: dict) -> dict:
+        """A new API token (an admin's): ``{"user", "role", "name", "jobs", "expires_in_days"}``; the answer's
+        ``key`` is shown this once."""
+        return self.transport.request("POST", "/api/v1/tokens/", json=body)
+
+    def revoke_token(self, token_id: int, current: bool = False) -> dict:
+        """Revokes a token (an admin's); ``current`` to revoke the very token this client uses."""
+        return self.transport.request("POST", f"/api/v1/tokens/{token_id}/revoke/", json={"current": current})

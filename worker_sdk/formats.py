@@ -13,7 +13,7 @@ suffix. A slice of records ``[S, E)`` of a file is the item
 ``path?start=S&end=E`` (DeepRec's spelling), with the ``#format=NAME`` suffix
 kept last when the format was chosen explicitly.
 
-Tables are works too (README, "Tables"):
+Tables are works too (docs/tables.md):
 
     postgres  postgresql://CONNECTION?table=schema.name[&key=a,b]
               rows in key order, of the database that the admin's named
@@ -140,7 +140,7 @@ def connection_name(work: str) -> str:
         raise FormatError(
             f"{redact(work)}: a table work names a connection, never a host, port, database or user of its own: "
             "postgresql://CONNECTION?table=schema.name, where CONNECTION is a name the admin defined "
-            "(README, Tables)"
+            "(docs/tables.md)"
         )
     return name
 

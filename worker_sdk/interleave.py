@@ -12,6 +12,10 @@ input is fetching the next one, so a take that waits at the end of a job
 (for the items other processes hold) stopped this process's reading too, and
 processes that waited for each other's items never read them (several
 processes starting one sliced job together stalled for good).
+
+The consumer's waits for the next record (the buffer empty: every slot still
+reading or taking) are its data stall (worker_sdk.stall); the slots' own
+reading is not, since it runs ahead of the consumer.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import threading
 import time
 from typing import Callable, Iterable, Iterator
 
+from . import stall
 from .leaser import Lease
 from .stream import QueueExhausted, Stream
 
@@ -87,6 +92,8 @@ def interleave(
     for thread in threads:
         thread.start()
     running = len(threads)
+    meter = stall.Meter(streams[0].stall_clock)
+    meter.wait()
     try:
         while running:
             message = buffer.get()
@@ -95,8 +102,13 @@ def interleave(
             elif isinstance(message, BaseException):
                 raise message
             else:
-                yield from message
+                for record in message:
+                    meter.got()
+                    yield record
+                    meter.wait()
+        meter.got()  # the wait that found the end is the consumer's too
     finally:
+        meter.stop()
         stop.set()
         for stream in streams:
             stream.stop()

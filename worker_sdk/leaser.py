@@ -30,7 +30,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Callable
 
-from . import errors
+from . import errors, stall
 from .client import Client
 from .tracker import RangeTracker
 
@@ -124,6 +124,8 @@ class Leaser:
         # The server's pace for holders of record ranges (a split should land
         # soon); until it has said, RANGE_HEARTBEAT.
         self._range_interval = RANGE_HEARTBEAT
+        # The consumer's data stall (worker_sdk.stall), sent with the heartbeats.
+        self._stall = stall.Report(job_id, self.consumer)
         self._thread = threading.Thread(target=self._heartbeat, name=f"shardline-heartbeat-{name}", daemon=True)
         self._thread.start()
         _leasers.add(self)
@@ -142,6 +144,10 @@ class Leaser:
             self._trackers[lease.id] = tracker
         self._wake.set()  # report the position at the pace of record ranges from now on
         return tracker
+
+    def stall_clock(self) -> stall.Clock:
+        """The clock of this consumer's data stall on the job, in this process: its heartbeats send it."""
+        return stall.clock(self.job_id, self.consumer)
 
     def untrack(self, lease: Lease) -> None:
         with self._lock:
@@ -326,7 +332,7 @@ class Leaser:
         while not self._stop.is_set():
             with self._lock:
                 ranges = bool(self._trackers)
-            self._wake.wait(min(self.interval, self._range_interval) if ranges else self.interval)
+            self._wake.wait(self._stall.pace(min(self.interval, self._range_interval) if ranges else self.interval))
             self._wake.clear()
             if self._stop.is_set():
                 return
@@ -336,6 +342,7 @@ class Leaser:
             if not held:
                 continue
             positions = [None if trackers[lease.id] is None else trackers[lease.id].position for lease in held]
+            report = self._stall.due()
             try:
                 # Reading record ranges, the heartbeat waits on the server for
                 # a split asked of one of them (a server over WSGI answers at
@@ -345,7 +352,9 @@ class Leaser:
                     waiting=process_waits(),
                     positions=positions,
                     wait=min(self.interval, HEARTBEAT_WAIT) if any(trackers.values()) else 0.0,
+                    stall=report,
                 )
+                self._stall.sent(report)
                 for lease_id, at in answer.get("splits", {}).items():
                     # Also leases taken since the heartbeat left: the server
                     # answers for every lease of this worker a split was asked of.

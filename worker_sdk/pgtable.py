@@ -13,8 +13,8 @@ range scan of the table's primary key (or the unique key named by
 Only the rows the snapshot sees are read: a row inserted after it (or by a
 transaction still running then) is skipped, so a restarted or restored run
 reads the same rows. Postgres keeps no old row versions for us: a row
-updated or deleted after the snapshot is read in neither version (README,
-"Tables"). A row's xmin is a 32-bit transaction id; it is widened to the
+updated or deleted after the snapshot is read in neither version (docs/tables.md,
+"Postgres"). A row's xmin is a 32-bit transaction id; it is widened to the
 64-bit id the snapshot is written in by the epoch of the current
 transaction id, which every live row's xmin is within 2^31 of.
 
@@ -203,7 +203,7 @@ def rows(piece: formats.Slice, source: dict | None = None) -> Iterator[dict]:
     if produced < piece.end - piece.start:
         raise TableError(
             f"{formats.redact(piece.path)}: {produced} of the slice's {piece.end - piece.start} rows are left: rows "
-            "seen by the snapshot were deleted or updated since (README, Tables: read a copy of a table that changes)"
+            "seen by the snapshot were deleted or updated since (docs/tables.md: read a copy of a table that changes)"
         )
 
 

@@ -309,7 +309,7 @@ class WorkQueue:
         If the loop stops early (break, an exception), the item in hand is
         given back as failed, so another attempt reads it.
         """
-        with closing(self.stream().leases()) as leases:
+        with closing(self.stream().timed_leases()) as leases:
             for lease in leases:
                 yield lease.item
 
@@ -328,7 +328,7 @@ class WorkQueue:
         Raises QueueExhausted when every item has been taken.
         """
         stream = self.stream()
-        stream.next()
+        stream.timed_next()
         try:
             yield stream.open[-1].item
         except BaseException as exc:

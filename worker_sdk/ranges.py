@@ -25,6 +25,8 @@ from .leaser import Lease
 from .stream import Stream
 from .tracker import RangeTracker
 
+_END = object()
+
 
 class WorkRange:
     """One leased item: its string, file, record range and where to seek; claim records with ``try_claim``."""
@@ -53,12 +55,22 @@ class WorkRange:
         return self._tracker.try_claim(position)
 
     def records(self, reader: Callable[[Lease], Iterable] | None = None) -> Iterator:
-        """The range's records, each claimed before it is yielded (``reader(lease)``, default the SDK's readers)."""
+        """The range's records, each claimed before it is yielded (``reader(lease)``, default the SDK's readers).
+
+        The loop's wait for each record is its data stall (worker_sdk.stall),
+        counted on the same meter as its waits for the next range.
+        """
         source = iter((reader or readers.of_lease)(self.lease))
+        meter = self._stream.meter
+        position = self.start or 0
         try:
-            for position, record in enumerate(source, start=self.start or 0):
-                if not self.try_claim(position):
+            while True:
+                meter.wait()
+                record = next(source, _END)
+                meter.got()
+                if record is _END or not self.try_claim(position):
                     return
+                position += 1
                 yield record
         finally:
             close = getattr(source, "close", None)
@@ -73,7 +85,7 @@ class WorkRange:
 
 def ranges(stream: Stream) -> Iterator[WorkRange]:
     """One WorkRange per leased item of ``stream``; each completed when the next is asked for."""
-    with closing(stream.leases()) as leases:
+    with closing(stream.timed_leases()) as leases:
         for lease in leases:
             work = WorkRange(stream, lease)
             try:

@@ -21,7 +21,7 @@ import random
 import threading
 from typing import Callable, Iterable, Iterator
 
-from . import errors
+from . import errors, stall
 from .leaser import Lease, Leaser, mark_at_end, process_waits
 from .tracker import RangeTracker
 
@@ -112,6 +112,12 @@ class Stream:
         self._paused: str | None = None
         # Whether a long wait for slicing was logged (once: its text counts the seconds).
         self._said_slicing = False
+        # The training loop's waits for this consumer's data, where the loop
+        # itself reads from it (items(), ranges(), take(); worker_sdk.stall).
+        # Its clock is found through the leaser, not self: a stream and its
+        # meter must not keep each other alive (a dropped stream leaves the
+        # process's end-of-queue mark at once).
+        self.meter = stall.Meter(lambda: leaser().stall_clock())
 
     def next(self) -> Lease:
         """The next lease; QueueExhausted at the end (JobCancelledError, JobFailedError when the job says so)."""
@@ -177,6 +183,21 @@ class Stream:
         if slicing and not self._said_slicing:
             log.warning("work queue %s waits: %s", self.name, slicing)
         self._said_slicing = self._said_slicing or bool(slicing)
+
+    def stall_clock(self) -> stall.Clock:
+        """The data-stall clock of the consumer this stream leases for, in this process."""
+        return self._leaser().stall_clock()
+
+    def timed_next(self) -> Lease:
+        """``next()``, the loop's wait for it counted by ``meter`` (take(), lease(): one item at a time)."""
+        self.meter.wait()
+        lease = self.next()
+        self.meter.got()
+        return lease
+
+    def timed_leases(self) -> Iterator[Lease]:
+        """``leases()``, each wait for the next one counted by ``meter`` (the loop reads each item itself)."""
+        return stall.timed(self.leases(), self.meter)
 
     def leases(self) -> Iterator[Lease]:
         """``next()`` until the queue ends; closed before its end (the consumer stopped), it gives back what is open.
@@ -271,6 +292,7 @@ class Stream:
         if leases:
             self._leaser().complete(leases)
         mark_at_end(self, False)
+        self.meter.stop(worked=True)
 
     def abort(self, error: str) -> None:
         """The consumer stopped in the middle: give its open items back for another attempt."""
@@ -278,6 +300,7 @@ class Stream:
         if leases:
             self._leaser().fail(leases, error)
         mark_at_end(self, False)
+        self.meter.stop(worked=True)
 
     def stop(self) -> None:
         """Ends a wait for the next item from another thread (the consumer is closing)."""

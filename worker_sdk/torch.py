@@ -12,6 +12,10 @@ An item read through ``reader`` is acknowledged when the reader is done with
 it, before its last record is handed on; without a reader, a loader process
 acknowledges each item as it hands it to the main process (the main process
 itself, with ``num_workers=0``, when it asks for the next item).
+
+The loop's data stall (worker_sdk.stall) is its wait for the next batch,
+counted in the main process by ``WorkQueueLoader`` (a plain DataLoader with
+``num_workers > 0`` gives nothing to count it with) and sent by the loaders.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import weakref
 from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
-from . import at_exit, sync
+from . import at_exit, stall, sync
 from .names import default_worker_name
 from .queue import WorkQueue
 
@@ -59,6 +63,9 @@ class WorkQueueDataset(IterableDataset):
         self.reader = reader
         # Built in the main process: the name its loader processes lease for.
         self.consumer = queue.consumer or queue.worker or default_worker_name()
+        # The main process's data-stall clock, when a WorkQueueLoader counts
+        # the loop's waits (and its loader processes send them).
+        self.stall: stall.Clock | None = None
 
     def __iter__(self) -> Iterator:
         info = get_worker_info()
@@ -68,7 +75,16 @@ class WorkQueueDataset(IterableDataset):
             # leases under its own name, for the main process.
             self.queue.worker = f"{self.consumer}:loader{info.id}:{os.getpid()}"
             self.queue.consumer = self.consumer
+            if self.stall is not None:
+                stall.adopt(self.queue.job["id"], self.consumer, self.stall)
         stream = self.queue.stream(tracks=self.reader is not None)
+        if in_loader or self.stall is not None:
+            return self._read(stream, in_loader)
+        # The loop's own process reads (num_workers=0): its waits for records
+        # are its data stall (the batch's collation counts as its work).
+        return stall.timed(self._read(stream, in_loader), stream.meter)
+
+    def _read(self, stream, in_loader: bool) -> Iterator:
         with closing(stream.leases()) as leases:
             for lease in leases:
                 if self.reader is not None:
@@ -78,6 +94,24 @@ class WorkQueueDataset(IterableDataset):
                     yield lease.item
                 else:
                     yield lease.item  # acknowledged when the next one is asked for
+
+
+class WorkQueueLoader(DataLoader):
+    """A DataLoader over a WorkQueueDataset that counts the training loop's wait for each batch (its data stall).
+
+    Arguments are DataLoader's. With ``num_workers > 0`` the loop waits here
+    while loader processes read: this loader counts that wait, and the
+    loaders send it with their heartbeats.
+    """
+
+    def __iter__(self):
+        dataset = self.dataset
+        if not isinstance(dataset, WorkQueueDataset):
+            raise TypeError(f"WorkQueueLoader reads a WorkQueueDataset, not {type(dataset).__name__}")
+        clock = stall.clock(dataset.queue.job["id"], dataset.consumer)
+        # Shared before the loaders start (DataLoader starts them in iter()).
+        dataset.stall = clock.shared() if self.num_workers > 0 else clock
+        return stall.timed(super().__iter__(), stall.Meter(lambda: clock))
 
 
 # -- synchronous training (worker_sdk.sync) ------------------------------------------
@@ -97,8 +131,8 @@ class _HandedCollate:
 class _EpochDataset(IterableDataset):
     """One rank's records of one synchronous epoch, read by the DataLoader's loader processes (or its own)."""
 
-    def __init__(self, queue: WorkQueue, reader, plan: sync.EpochPlan, consumer: str):
-        self.queue, self.reader, self.plan, self.consumer = queue, reader, plan, consumer
+    def __init__(self, queue: WorkQueue, reader, plan: sync.EpochPlan, consumer: str, clock: stall.Clock | None):
+        self.queue, self.reader, self.plan, self.consumer, self.stall = queue, reader, plan, consumer, clock
 
     def __iter__(self):
         info = get_worker_info()
@@ -106,6 +140,8 @@ class _EpochDataset(IterableDataset):
         if info is not None:
             self.queue.worker = f"{self.consumer}:loader{info.id}:{os.getpid()}"
             self.queue.consumer = self.consumer
+            if self.stall is not None:
+                stall.adopt(self.queue.job["id"], self.consumer, self.stall)
         if self.plan.steps is not None:
             quota = sync.loader_quota(self.plan, loaders, index)
             yield from sync.read_epoch(self.queue, self.plan.epoch, self.reader, quota)
@@ -175,12 +211,14 @@ class SyncLoader:
     def __iter__(self):
         plan = self._plan()
         self.stats = sync.SyncStats()
+        meter = stall.Meter(self._stall_clock)  # the rank's wait for each batch: its data stall
         try:
             if plan.steps is not None:
-                yield from self._planned(plan)
+                yield from self._planned(plan, meter)
             else:
-                yield from self._agreed(plan)
+                yield from self._agreed(plan, meter)
         finally:
+            meter.stop()
             self.epoch = plan.epoch + 1  # the plan stays, for what it said (dropped)
         # Every rank has settled its items once all are here: a snapshot
         # (QueueState) taken now holds the whole epoch and nothing beyond it.
@@ -204,15 +242,20 @@ class SyncLoader:
         self.plan = found[0]
         return self.plan
 
+    def _stall_clock(self) -> stall.Clock:
+        return stall.clock(self.queue.job["id"], self.consumer)
+
     def _loader(self, plan: sync.EpochPlan, collate) -> DataLoader:
-        dataset = _EpochDataset(self.queue, self.reader, plan, self.consumer)
+        # Loader processes hold the leases: they send the rank's data-stall clock.
+        clock = self._stall_clock().shared() if self.num_workers > 0 else None
+        dataset = _EpochDataset(self.queue, self.reader, plan, self.consumer, clock)
         return DataLoader(
             dataset, batch_size=self.batch_size, num_workers=self.num_workers, collate_fn=collate, **self.loader_kwargs
         )
 
-    def _planned(self, plan: sync.EpochPlan):
+    def _planned(self, plan: sync.EpochPlan, meter: stall.Meter):
         produced = 0
-        for batch in self._loader(plan, self.collate_fn):
+        for batch in stall.timed(self._loader(plan, self.collate_fn), meter):
             produced += 1
             self.stats.steps += 1
             yield batch
@@ -224,12 +267,14 @@ class SyncLoader:
                 "restore since the count); the other ranks would wait for this one, so it stops here"
             )
 
-    def _agreed(self, plan: sync.EpochPlan):
+    def _agreed(self, plan: sync.EpochPlan, meter: stall.Meter):
         ledger = sync.Ledger(self.queue.handed_leases(), self.stats)
         iterator = iter(self._loader(plan, _HandedCollate(self.collate_fn)))
         try:
             while True:
+                meter.wait()
                 batch = next(iterator, None)
+                meter.got()  # the all-reduce below waits for the other ranks, not for data
                 if not _every_rank_has(batch is not None, self.group):
                     if batch is not None:
                         ledger.seen(batch[1])

@@ -40,5 +40,6 @@ class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
             "type": "apiKey",
             "in": "header",
             "name": "Authorization",
-            "description": "`Token <key>`; keys are created with `manage.py create_token`",
+            "description": "`Token <key>`; keys are created by an admin (`shardline tokens create`, "
+            "`POST /api/v1/tokens/` or `manage.py create_token`)",
         }

@@ -196,6 +196,7 @@ class ExtendManyView(APIView):
     @extend_schema(
         request=s.ExtendManySerializer,
         responses={200: r.ExtendResponseSerializer},
+        operation_id="v1_leases_extend_many",
         summary="Heartbeat for many leases at once (the SDK's heartbeat thread)",
     )
     def post(self, request):
@@ -206,6 +207,7 @@ class ExtendManyView(APIView):
             data["waiting"],
             [ref["position"] for ref in refs],
             caller_of(request),
+            heartbeats.Stall(**data["stall"]) if data["stall"] else None,
         )
         response = Response(
             {

@@ -94,6 +94,8 @@ def check_may_replace(request, job_id: int, name: str) -> None:
 #   "create"   the new job's name must be in the token's scope (else 403)
 #   "holder"   the lease must be held by the caller's user, in scope (else 409)
 #   "restore"  scope, and an admin, the job's creator or a token scoped to it (else 403)
+#   "unscoped" no job in it, and a token limited to jobs may not (else 403): a
+#              scoped admin token that manages tokens could make an unscoped one
 # A route missing here is refused to everyone, and tests/security's matrix
 # (built from the URL conf) fails until it has a rule.
 PERMISSIONS: dict[str, dict[str, tuple[Role, str]]] = {
@@ -119,6 +121,8 @@ PERMISSIONS: dict[str, dict[str, tuple[Role, str]]] = {
     "lease-extend": {"POST": (Role.WORKER, "holder")},
     "lease-split": {"POST": (Role.WORKER, "holder")},
     "worker-list": {"GET": (Role.VIEWER, "listed")},
+    "token-list": {"GET": (Role.ADMIN, "unscoped"), "POST": (Role.ADMIN, "unscoped")},
+    "token-revoke": {"POST": (Role.ADMIN, "unscoped")},
 }
 
 
@@ -130,7 +134,7 @@ def rule_of(request) -> tuple[Role, str] | None:
 
 
 class ByTable(BasePermission):
-    """The role check of PERMISSIONS (the scope and holder checks are the views' and the statements')."""
+    """The role and unscoped checks of PERMISSIONS (the scope and holder checks are the views' and the statements')."""
 
     def has_permission(self, request, view):
         rule = rule_of(request)
@@ -139,7 +143,14 @@ class ByTable(BasePermission):
                 return True  # a method the view does not serve: DRF answers 405 next
             self.message = "no such operation"
             return False
-        required = rule[0]
+        required, check = rule
         role = role_of(request)
         self.message = f"this action needs the {required.value} role"
-        return role is not None and ROLE_RANK[Role(role)] >= ROLE_RANK[required]
+        if role is None or ROLE_RANK[Role(role)] < ROLE_RANK[required]:
+            return False
+        if check == "unscoped" and isinstance(request.auth, ApiToken) and request.auth.jobs:
+            self.message = "this action needs a token that is not limited to jobs; this one is limited to " + ", ".join(
+                request.auth.jobs
+            )
+            return False
+        return True

@@ -333,6 +333,30 @@ class SplitSerializer(TokenSerializer):
     )
 
 
+# Seconds a data-stall counter may hold: over 3,000 years, so a bound that
+# only refuses a number no clock can reach.
+MAX_STALL_SECONDS = 1e11
+
+
+class StallSerializer(StrictSerializer):
+    clock = serializers.RegexField(
+        r"^[A-Za-z0-9_-]{1,32}$",
+        max_length=32,
+        help_text="The reporting process's clock (1-32 of A-Z a-z 0-9 - _): a new one starts its counts from zero.",
+    )
+    waited = serializers.FloatField(
+        min_value=0,
+        max_value=MAX_STALL_SECONDS,
+        help_text="Seconds the training loop waited for its next record or batch, since the clock started.",
+    )
+    busy = serializers.FloatField(
+        min_value=0,
+        max_value=MAX_STALL_SECONDS,
+        help_text="Seconds the loop spent on its own work (between getting a record or batch and asking for the "
+        "next), since the clock started.",
+    )
+
+
 class ExtendManySerializer(StrictSerializer):
     leases = LeaseRefSerializer(many=True, min_length=1, max_length=settings.SHARDLINE_MAX_TAKE)
     waiting = serializers.BooleanField(
@@ -348,6 +372,12 @@ class ExtendManySerializer(StrictSerializer):
         default=0,
         help_text="Seconds the server may hold the heartbeat of record ranges of one job until a split is asked of "
         "one of them (over ASGI; then heartbeat_in is 0: send the next one at once). 0: answer at once.",
+    )
+    stall = StallSerializer(
+        required=False,
+        default=None,
+        help_text="The data stall of the training loop these leases are read for (their consumer), as its "
+        "process's clock reads it: counted with the leases extended, cumulative, never twice.",
     )
 
     def validate_leases(self, value):

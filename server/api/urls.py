@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import lease_views, views
+from . import lease_views, token_views, views
 
 urlpatterns = [
     path("jobs/", views.JobListCreateView.as_view(), name="job-list"),
@@ -28,4 +28,6 @@ urlpatterns = [
     path("leases/<int:lease_id>/extend/", lease_views.ExtendView.as_view(), name="lease-extend"),
     path("leases/<int:lease_id>/split/", lease_views.SplitView.as_view(), name="lease-split"),
     path("workers/", views.WorkersView.as_view(), name="worker-list"),
+    path("tokens/", token_views.TokenListCreateView.as_view(), name="token-list"),
+    path("tokens/<int:token_id>/revoke/", token_views.TokenRevokeView.as_view(), name="token-revoke"),
 ]

@@ -6,24 +6,33 @@ user's, so an admin can hand a training cluster a token that can only lease;
 a user demoted later takes the role of its tokens down with it (the token's
 ``effective_role``, checked whenever the token cache refreshes). A token may
 also be limited to jobs by name patterns (server/callers.py).
+
+Tokens are made and revoked by ``manage.py create_token``/``revoke_token``
+and by admins through the API (``issue_token``, ``revoke_by_id``). Each
+change is recorded without the key: a log line (``token_created``,
+``token_revoked``) and, when an admin made it, an entry in the admin site's
+history of the token (Django's LogEntry), where revocations made in the
+admin site are recorded too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import secrets
 import time
 from datetime import timedelta
 
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from ..callers import check_patterns
-from ..errors import InvalidInput, NotFound
+from ..errors import InvalidInput, InvalidTransition, NotFound, TokenInUse, UserConflict
 from ..models import ROLE_RANK, ApiToken, Role
 
 log = logging.getLogger("shardline.accounts")
@@ -31,6 +40,10 @@ log = logging.getLogger("shardline.accounts")
 KEY_PREFIX = "shl_"
 STORED_PREFIX = 10  # characters of a key kept in clear, to recognise it
 MIN_PREFIX = len(KEY_PREFIX) + 4  # shortest prefix revoke_token accepts: a few random characters
+# Postgres channel on which a revocation is announced to every server
+# process (server/waiting.py listens): the payload is the key's SHA-256, as
+# stored, never the key.
+TOKEN_CHANNEL = "shardline_token"
 
 
 def hash_key(key: str) -> str:
@@ -77,11 +90,16 @@ def capped_role(token_role: str, user_role: str | None) -> str | None:
 
 
 def create_token(
-    user, role: str, name: str = "", expires_in_days: int | None = None, jobs: list[str] | None = None
+    user,
+    role: str,
+    name: str = "",
+    expires_in_days: int | None = None,
+    jobs: list[str] | None = None,
+    by=None,
 ) -> tuple[ApiToken, str]:
     """Creates an API token, limited to the jobs named by ``jobs`` patterns if given; returns (token, key).
 
-    The key exists only in this return value.
+    The key exists only in this return value. ``by``: the admin who asked (recorded), None for manage.py.
     """
     try:
         jobs = check_patterns(jobs or [])
@@ -105,7 +123,7 @@ def create_token(
         expires_at=expires_at,
         jobs=jobs,
     )
-    log.info("api token created", extra={"event": "token_created", "user": user.get_username(), "state": role})
+    _record(token, "created", ADDITION, f"role {role}, jobs {', '.join(jobs) if jobs else 'all'}", by)
     return token, key
 
 
@@ -136,11 +154,81 @@ def revoke_token(reference: str) -> ApiToken:
         raise NotFound("no live token with that id, key or key prefix")
     if len(matches) > 1:
         raise InvalidInput(f"{reference!r} is the start of several live keys: give more of the key, or the token's id")
-    token = matches[0]
-    token.revoked_at = timezone.now()
-    token.save(update_fields=["revoked_at"])
-    log.info("api token revoked", extra={"event": "token_revoked", "user": token.user.get_username()})
+    return _revoke(matches[0], by=None)
+
+
+def issue_token(
+    by, username: str, role: str, *, name: str = "", jobs: list[str] | None = None, expires_in_days: int | None = None
+) -> tuple[ApiToken, str, bool]:
+    """An admin's new token for ``username``: (token, key, whether the user was created).
+
+    A missing user is created with ``role`` (as ``manage.py create_token``
+    does); an existing one keeps its role, which caps the token's (a higher
+    role, or a deactivated user, is a UserConflict naming the field). A
+    refusal changes nothing.
+    """
+    try:
+        jobs = check_patterns(jobs or [])
+    except ValueError as exc:
+        raise InvalidInput(str(exc), fields={"jobs": [str(exc)]}) from None
+    with transaction.atomic():
+        user, created = ensure_user(username, role)
+        user_role = role_of_user(user)
+        if not user.is_active or user_role is None:
+            why = "is deactivated" if not user.is_active else "has no role (give it one in the admin site)"
+            raise UserConflict(f"user {username!r} {why}; its tokens would not work", "user")
+        if ROLE_RANK[Role(role)] > ROLE_RANK[Role(user_role)]:
+            raise UserConflict(
+                f"user {username!r} has role {user_role}; a token cannot have more than its user", "role"
+            )
+        token, key = create_token(user, role, name=name, expires_in_days=expires_in_days, jobs=jobs, by=by)
+    return token, key, created
+
+
+def revoke_by_id(
+    token_id: int, by, using: ApiToken | None = None, confirmed: bool = False, via: str = "through the API"
+) -> ApiToken:
+    """Revokes token ``token_id`` for admin ``by``, whose request authenticated with ``using`` (None: a session).
+
+    Revoking ``using`` itself locks the caller out of whatever it scripts
+    with that key, so it needs ``confirmed``: a mistyped id is refused, not
+    obeyed. ``via`` says where in the token's history (the API, the admin site).
+    """
+    with transaction.atomic():
+        token = ApiToken.objects.select_for_update(of=("self",)).select_related("user").filter(pk=token_id).first()
+        if token is None:
+            raise NotFound(f"no token with id {token_id}")
+        if token.revoked_at is not None:
+            raise InvalidTransition(f"token {token_id} was already revoked at {token.revoked_at.isoformat()}")
+        if using is not None and using.pk == token.pk and not confirmed:
+            raise TokenInUse(
+                f"token {token_id} is the one this request is made with: revoking it ends your own access "
+                "through it; send current: true (shardline tokens revoke --current) to revoke it anyway"
+            )
+        return _revoke(token, by, via)
+
+
+def _revoke(token: ApiToken, by, via: str = "through the API") -> ApiToken:
+    with transaction.atomic():
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        _record(token, "revoked", CHANGE, "", by, via)
+        # Every server process drops the token from its cache and its parked
+        # takes when this commits (Postgres sends the notification then), so
+        # the revocation takes effect at once, not after the cache's seconds.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [TOKEN_CHANNEL, token.key_hash])
+        transaction.on_commit(lambda: forget(token.key_hash))
     return token
+
+
+def _record(token: ApiToken, action: str, flag: int, detail: str, by, via: str = "through the API") -> None:
+    """The audit of a token change: a log line, and the admin's entry in the token's history. Never the key."""
+    extra = {"event": f"token_{action}", "user": token.user.get_username(), "state": token.role, "token_id": token.pk}
+    if by is not None:
+        extra["by"] = by.get_username()
+        LogEntry.objects.log_actions(by.pk, [token], flag, f"{action} {via}" + (f": {detail}" if detail else ""))
+    log.info(f"api token {action}", extra=extra)
 
 
 # A used token's last_used_at is written at most this often, so that
@@ -148,10 +236,26 @@ def revoke_token(reference: str) -> ApiToken:
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 # Recently seen tokens, by key hash: the lease hot path then makes no query to
-# authenticate. A revocation (or expiry) takes effect within this many seconds
-# in every web process (SHARDLINE_TOKEN_CACHE_SECONDS; 0 turns the cache off).
+# authenticate. A revocation takes effect at once (announced to every process,
+# which forgets the token), an expiry too (checked on every use); a demoted or
+# deactivated user's tokens follow within SHARDLINE_TOKEN_CACHE_SECONDS (0
+# turns the cache off).
 _cache: dict[str, tuple[float, ApiToken]] = {}
 _CACHE_LIMIT = 10_000
+# Moves on every forget(): a lookup that read the database before a
+# revocation was announced does not put what it read into the cache after it.
+_forgotten = itertools.count()
+_generation = next(_forgotten)
+
+
+def forget(digest: str | None) -> None:
+    """Drops the token of this key hash (None: every token) from this process's cache: its next use reads the database."""
+    global _generation
+    _generation = next(_forgotten)
+    if digest is None:
+        _cache.clear()
+    else:
+        _cache.pop(digest, None)
 
 
 def live_digests(digests: set[str]) -> set[str]:
@@ -174,6 +278,7 @@ def authenticate_key(key: str) -> ApiToken | None:
     if cached is not None and time.monotonic() - cached[0] < ttl:
         token = cached[1]
     else:
+        generation = _generation
         token = ApiToken.objects.select_related("user").filter(key_hash=digest).first()
         if token is None or token.revoked_at is not None or not token.user.is_active:
             _cache.pop(digest, None)
@@ -183,7 +288,7 @@ def authenticate_key(key: str) -> ApiToken | None:
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
             token.last_used_at = now
-        if ttl > 0:
+        if ttl > 0 and generation == _generation:
             if len(_cache) >= _CACHE_LIMIT:
                 _cache.clear()
             _cache[digest] = (time.monotonic(), token)

@@ -1,9 +1,9 @@
 """Heartbeats of lease holders, and what waiting takes ask without taking: one named statement each.
 
 ``extend`` keeps held leases alive, reports the holder's reading position
-(the liquid tail) and brings the splits asked of its leases; ``next_expiry``
-and ``seen_waiting`` serve the takes that wait on the server without running
-(server/parking.py).
+(the liquid tail) and its training loop's data stall, and brings the splits
+asked of its leases; ``next_expiry`` and ``seen_waiting`` serve the takes
+that wait on the server without running (server/parking.py).
 """
 
 from __future__ import annotations
@@ -30,6 +30,15 @@ def seen_waiting(workers: list[tuple[int, str]]) -> None:
     sql.run("seen_waiting", {"jobs": [job for job, _name in workers], "workers": [name for _job, name in workers]})
 
 
+@dataclass(frozen=True)
+class Stall:
+    """A training loop's data stall as its process's clock reads it (worker_sdk.stall): cumulative seconds."""
+
+    clock: str
+    waited: float
+    busy: float
+
+
 @dataclass
 class Heartbeat:
     extended: dict[int, datetime]  # lease id -> new expiry
@@ -49,11 +58,13 @@ def extend(
     waiting: bool | None = None,
     positions: list[int | None] | None = None,
     caller: Caller = SERVER,
+    stall: Stall | None = None,
 ) -> Heartbeat:
     """Heartbeat for (lease id, token) pairs of ``caller``'s leases, with the reading position in each where it has one.
 
     ``waiting``: whether the holder's process waits at the end of a queue
-    (None leaves the mark as it is).
+    (None leaves the mark as it is). ``stall``: the data stall of the loop
+    the leases are read for, counted only with leases that were extended.
     """
     with metrics.timed("extend"):
         rows = sql.run(
@@ -63,6 +74,9 @@ def extend(
                 "tokens": [p[1] for p in pairs],
                 "positions": positions or [None] * len(pairs),
                 "waiting": waiting,
+                "stall_clock": stall and stall.clock,
+                "stall_waited": stall and stall.waited,
+                "stall_busy": stall and stall.busy,
                 **caller.sql,
             },
         )

@@ -14,6 +14,11 @@
 -- its tail (nothing pending, no epoch left to create, splitting on), where
 -- its holder should heartbeat often so that a split lands soon
 -- (services/splits.py).
+--
+-- A heartbeat may carry its holders' data stall (%(stall_clock)s and its
+-- cumulative seconds, NULL without one: worker_sdk.stall). It is the
+-- training loop's, counted for the consumer the extended leases are read
+-- for, so a token reports only for loops whose live leases it holds.
 WITH extended AS (
     UPDATE shardline_item AS i
        SET expires_at = now() + make_interval(secs => j.lease_timeout),
@@ -33,6 +38,32 @@ WITH extended AS (
                                 ELSE NULL END
       FROM (SELECT DISTINCT job_id, worker FROM extended) AS e
      WHERE w.job_id = e.job_id AND w.name = e.worker
+), stalled AS (
+    -- What each of the reporting clock's two counters grew since its last
+    -- report is added: a repeat, or a heartbeat that arrives after a later
+    -- one of the same clock, adds nothing; a new clock (a restarted
+    -- process) adds its whole reading. The total is what was waited plus
+    -- what was busy, so it never grows less than the waited part.
+    INSERT INTO shardline_data_stall AS s (job_id, worker, waited, total, clock, clock_waited, clock_busy,
+                                           first_reported, reported_at)
+    SELECT DISTINCT e.job_id, coalesce(nullif(w.consumer, ''), e.worker),
+           %(stall_waited)s::float8, %(stall_waited)s::float8 + %(stall_busy)s::float8, %(stall_clock)s::text,
+           %(stall_waited)s::float8, %(stall_busy)s::float8, now(), now()
+      FROM extended AS e
+      JOIN shardline_worker AS w ON w.job_id = e.job_id AND w.name = e.worker
+     WHERE %(stall_clock)s::text IS NOT NULL
+    ON CONFLICT (job_id, worker) DO UPDATE
+       SET waited = s.waited + CASE WHEN s.clock <> EXCLUDED.clock THEN EXCLUDED.clock_waited
+                                    ELSE greatest(EXCLUDED.clock_waited - s.clock_waited, 0) END,
+           total = s.total + CASE WHEN s.clock <> EXCLUDED.clock THEN EXCLUDED.clock_waited + EXCLUDED.clock_busy
+                                  ELSE greatest(EXCLUDED.clock_waited - s.clock_waited, 0)
+                                       + greatest(EXCLUDED.clock_busy - s.clock_busy, 0) END,
+           clock_waited = CASE WHEN s.clock <> EXCLUDED.clock THEN EXCLUDED.clock_waited
+                               ELSE greatest(s.clock_waited, EXCLUDED.clock_waited) END,
+           clock_busy = CASE WHEN s.clock <> EXCLUDED.clock THEN EXCLUDED.clock_busy
+                             ELSE greatest(s.clock_busy, EXCLUDED.clock_busy) END,
+           clock = EXCLUDED.clock,
+           reported_at = now()
 ), asked AS (
     -- Splits asked of the holders' other leases of the job (leased after
     -- this heartbeat left, or while it waited): answered with it. Read from

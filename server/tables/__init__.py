@@ -1,4 +1,4 @@
-"""Tables as works (README, "Tables"): each resolved at slicing to one version, its rows counted, cut into record ranges.
+"""Tables as works (docs/tables.md): each resolved at slicing to one version, its rows counted, cut into record ranges.
 
     postgres  a table of a Postgres database: rows as of the slicing
               transaction's snapshot, in key order (tables/postgres.py)
@@ -11,7 +11,7 @@ already counted, and says what version it pinned (the job records it). The
 slicer then cuts them like files; ``source_of`` gives a Postgres slice's key
 range (or a Delta file's partition values). Another database needs what postgres.py does: its key columns, a
 consistent read of the row count and of the keys at given positions, and a
-way for readers to see only the rows of that read (README).
+way for readers to see only the rows of that read (docs/tables.md).
 """
 
 from __future__ import annotations

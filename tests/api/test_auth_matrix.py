@@ -25,6 +25,9 @@ ENDPOINTS = [
     ("post", "/api/v1/jobs/{job}/pause/", None, "admin"),
     ("post", "/api/v1/jobs/{job}/resume/", None, "admin"),
     ("post", "/api/v1/jobs/{job}/cancel/", None, "admin"),
+    ("get", "/api/v1/tokens/", None, "admin"),
+    ("post", "/api/v1/tokens/", {"user": "matrix-user", "role": "viewer"}, "admin"),
+    ("post", "/api/v1/tokens/{victim}/revoke/", None, "admin"),
 ]
 RANK = {"viewer": 0, "worker": 1, "admin": 2}
 
@@ -45,7 +48,8 @@ def fill(value, names):
 def target(worker_client, job_name):
     job = create_job(worker_client, job_name, ["/a", "/b", "/c", "/d"])
     lease = take(worker_client, job["id"])["leases"][0]
-    return {"job": job["id"], "lease": lease["id"], "token": lease["token"]}
+    victim = ApiToken.objects.exclude(role="admin").first()  # the worker's: revoked by the admin caller
+    return {"job": job["id"], "lease": lease["id"], "token": lease["token"], "victim": victim.pk}
 
 
 @pytest.mark.parametrize("method, path, body, minimum", ENDPOINTS, ids=[f"{e[0]} {e[1]}" for e in ENDPOINTS])

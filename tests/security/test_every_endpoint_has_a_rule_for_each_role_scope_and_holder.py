@@ -5,8 +5,9 @@ server/api/permissions.PERMISSIONS (API routes) or is one of the few other
 kinds of page this test knows (the dashboard, Django's admin, the login
 pages, health, metrics and the schema). Each API rule is then exercised:
 below its role a 403 (no token: 401), at or above it an answer; a token
-scoped elsewhere gets 404 for a job it may not see (403 to create one); a
-worker user who is not a lease's holder gets 409 with the lease's own token.
+scoped elsewhere gets 404 for a job it may not see (403 to create one), and
+403 where the rule is for unscoped tokens alone (managing tokens); a worker
+user who is not a lease's holder gets 409 with the lease's own token.
 """
 
 import uuid
@@ -50,6 +51,7 @@ BODIES = {
     "lease-release": {"token": "{token}", "reason": "x"},
     "lease-extend": {"token": "{token}"},
     "lease-split": {"token": "{token}", "at": 1},
+    "token-list": {"user": "matrix-{tag}", "role": "viewer"},
 }
 QUERIES = {"job-records": "?upto_epoch=0", "worker-list": "?job={job}"}
 
@@ -87,14 +89,16 @@ def key_for(role: str, jobs=None, username=None) -> str:
 
 @pytest.fixture
 def world():
-    """A job named ctr-..., created by a worker who holds a lease of it; a restore-able snapshot."""
+    """A job named ctr-..., created by a worker who holds a lease of it; a restore-able snapshot; a token to revoke."""
     tag = uuid.uuid4().hex[:8]
     holder_key = key_for("worker", username=f"holder-{tag}")
     holder = client(holder_key)
     job = create_job(holder, f"ctr-{tag}", [f"/p{i}?start=0&end=100" for i in range(8)])
     lease = take(holder, job["id"])["leases"][0]
     snapshot = holder.post(f"/api/v1/jobs/{job['id']}/snapshots/", {"worker": "h"}, format="json").json()
-    return {"tag": tag, "job": job, "lease": lease, "snapshot": snapshot, "holder": holder}
+    victim, _ = accounts.ensure_user(f"victim-{tag}", "viewer")
+    revocable = accounts.create_token(victim, "viewer")[0]
+    return {"tag": tag, "job": job, "lease": lease, "snapshot": snapshot, "holder": holder, "revocable": revocable.pk}
 
 
 def request(api: APIClient, name: str, method: str, world: dict):
@@ -105,6 +109,7 @@ def request(api: APIClient, name: str, method: str, world: dict):
         "lease_id": names["lease"],
         "item_id": names["lease"],
         "snapshot_id": world["snapshot"]["id"],
+        "token_id": world["revocable"],
     }
     wanted = {k: v for k, v in kwargs.items() if k in _params(get_resolver(), name)}
     path = reverse(name, kwargs=wanted) + QUERIES.get(name, "").format(**names)
@@ -166,6 +171,8 @@ def test_a_token_scoped_elsewhere_reaches_nothing_of_the_job(world, name, method
     elif check == "holder":
         body = response.json()
         assert response.status_code == 409 or body.get("lost") == [world["lease"]["id"]], response.content
+    elif check == "unscoped":
+        assert response.status_code == 403 and "elsewhere-*" in response.json()["message"], response.content
     else:
         pytest.fail(f"unknown check {check!r}")
 

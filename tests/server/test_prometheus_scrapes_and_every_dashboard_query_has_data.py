@@ -250,6 +250,8 @@ def test_prometheus_scrapes_the_server_and_every_dashboard_query_has_data(
     done = f'shardline_job_items{{exported_job="{name}", state="done"}}'
     wait_until(lambda: prometheus.query(f"{done} == 0"), 20, 0.2, "a scrape of the new job")
 
+    # Its readers read through ranges().records(): their heartbeats also
+    # carry their loops' data stall, which the Data stall panels show.
     run_sliced_job_until_a_split(sdk_env, tmp_path)
     lose_a_lease(api)
 

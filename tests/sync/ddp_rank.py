@@ -106,7 +106,7 @@ def lag_gloo_threads():
     Such a thread then runs only while the main thread waits, so it lets go of
     a finished collective's tensors late: often after the main thread has gone
     on to end the process group, or the interpreter. That is the race at exit
-    that a loaded machine loses now and then (README, "Ending a rank").
+    that a loaded machine loses now and then (docs/synchronous.md, "Ending a rank").
     """
     cpu = sorted(os.sched_getaffinity(0))[int(os.environ.get("LOCAL_RANK", "0")) % len(os.sched_getaffinity(0))]
     for tid in os.listdir("/proc/self/task"):

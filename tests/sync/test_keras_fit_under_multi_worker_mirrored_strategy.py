@@ -2,7 +2,7 @@
 
 Real TensorFlow processes (TF_CONFIG, gRPC collectives on the CPU) over a
 sliced job, with Keras 2 (tf_keras, TF_USE_LEGACY_KERAS=1: Keras 3's fit
-refuses the strategy's distributed dataset: README, "Synchronous training").
+refuses the strategy's distributed dataset: docs/synchronous.md).
 An epoch's records are a whole number of global batches, so nothing is left
 over and every record must be read once per epoch; a worker's input reads
 an epoch's share (steps x its batch) before the next epoch's.
@@ -46,7 +46,7 @@ def start_workers(sdk_env, cluster, args, out, attempt: int, extra=None):
             "TF_CONFIG": config,
             "PYTHONPATH": str(ROOT),
             "TF_CPP_MIN_LOG_LEVEL": "2",
-            "TF_USE_LEGACY_KERAS": "1",  # Keras 2: Keras 3's fit fails under this strategy (README)
+            "TF_USE_LEGACY_KERAS": "1",  # Keras 2: Keras 3's fit fails under this strategy (docs/synchronous.md)
         }
         command = [sys.executable, str(WORKER), *args, *(extra or {}).get(index, [])]
         command += ["--out", str(out / f"worker{index}-{attempt}.txt")]

@@ -1,4 +1,4 @@
-"""The ``shardline`` command: jobs, their progress and their audit from a shell or a scheduler.
+"""The ``shardline`` command: jobs, their progress and their audit from a shell or a scheduler; API tokens.
 
 It talks to the REST API through the SDK's client (the same retries and
 error classes). The server and token come from ``--url``/``--token``, else
@@ -16,6 +16,7 @@ from .. import __version__
 from .. import errors as sdk_errors
 from .jobs import jobs, snapshots
 from .settings import Settings, config_path, save_profile
+from .tokens import tokens
 
 
 class Group(click.Group):
@@ -37,7 +38,7 @@ class Group(click.Group):
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of tables.")
 @click.pass_context
 def main(ctx, url, token, profile, as_json):
-    """Create, watch and audit Shardline jobs.
+    """Create, watch and audit Shardline jobs; manage API tokens (admin).
 
     Exit codes: 0 success; 1 an error (the server's message on stderr); 2 a
     usage error; `jobs watch` 3 when the job failed, 4 when it was cancelled.
@@ -57,5 +58,6 @@ def config(settings: Settings, url, token):
 
 main.add_command(jobs)
 main.add_command(snapshots)
+main.add_command(tokens)
 
 __all__ = ["main", "config_path"]

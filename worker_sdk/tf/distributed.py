@@ -38,7 +38,7 @@ import threading
 import weakref
 from typing import Callable
 
-from .. import sync
+from .. import stall, sync
 from ._require import require
 
 # Per queue, while a BackupAndRestore callback keeps its position: where
@@ -110,8 +110,14 @@ def dataset(
                 gate.wait_saved(epoch - 1)
             yield from sync.read_epoch(queue, epoch, reader, quota, alone=True)
 
+    def timed():
+        # The input pipeline's waits on this generator are the worker's data
+        # stall, as for WorkQueue.dataset() (worker_sdk.tf.ops says why there)
+        # (a stream of the queue only names this process's clock of it).
+        return stall.timed(records(), stall.Meter(lambda: queue.stream().stall_clock()))
+
     signature = output_signature or tf.TensorSpec(shape=[], dtype=tf.string)
-    data = tf.data.Dataset.from_generator(records, output_signature=signature)
+    data = tf.data.Dataset.from_generator(timed, output_signature=signature)
     options = tf.data.Options()
     # The queue deals the data: the strategy must not shard it again.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF

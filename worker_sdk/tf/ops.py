@@ -4,6 +4,21 @@ Everything here runs the SDK's Python leasing through ``py_func`` /
 ``from_generator``, so the same queue object works eagerly, in
 ``tf.function`` and in TF1 graphs under ``MonitoredTrainingSession``. Only
 the queue's public API is used.
+
+Data stall (worker_sdk.stall): the training loop's wait is counted where
+Python sees the loop receive data. A dataset's is its generator's boundary:
+tf.data resumes the generator when the pipeline downstream asks for an
+element, so the time until it yields is that pipeline's wait on Shardline's
+data, and the time until it asks again is the rest of the step. The loop's
+own iterator is the user's, out of reach. tf.data adds a prefetch by itself
+(autotune), so this is mostly the prefetch thread's wait: a starved loop
+reads high (0.96 where the loop itself waited 0.77 of its time, a reader 4x
+its model), a fed one low, and the order of loops, which says who is
+starved, holds. Graph-mode ``take()`` runs inside the loop's
+``session.run``: its wait is the loop's wait for an item.
+``input_producer()`` counts its runner's waits for works against its waits
+for the reader: the reader's records are read inside TensorFlow's reader
+op, where Python sees nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +50,7 @@ def _track(queue: WorkQueue) -> None:
 
 def _next_bytes(stream: Stream) -> bytes:
     try:
-        return stream.next().item.encode()
+        return stream.timed_next().item.encode()
     except QueueExhausted:
         raise tf.errors.OutOfRangeError(None, None, exhausted_message(stream.name)) from None
 
@@ -46,7 +61,7 @@ def _py_take(stream: Stream) -> bytes:
     # exception, JobCancelledError included, arrives as an UnknownError whose
     # message starts with its class name: never mistaken for the end.
     try:
-        return stream.next().item.encode()
+        return stream.timed_next().item.encode()
     except QueueExhausted:
         raise StopIteration(exhausted_message(stream.name)) from None
 
@@ -73,12 +88,14 @@ def input_dataset(queue: WorkQueue):
         try:
             while True:
                 try:
-                    yield stream.next().item.encode()
+                    yield stream.timed_next().item.encode()
                 except QueueExhausted:
                     return
         except GeneratorExit:
             stream.abort("the dataset was closed before this item was read")
             raise
+        finally:
+            stream.meter.stop()
 
     return tf.data.Dataset.from_generator(generate, output_signature=tf.TensorSpec(shape=[], dtype=tf.string))
 

@@ -1,7 +1,7 @@
 """`make run`: migrate, make sure there is an admin and a sample job, serve.
 
 Runs gunicorn with uvicorn workers (the web server of a deployment, not
-runserver; the README's Serving says why ASGI) and stops it
+runserver; docs/design.md, "Serving", says why ASGI) and stops it
 cleanly on Ctrl-C or SIGTERM, then stops the embedded Postgres if this
 command started it.
 """
@@ -76,7 +76,7 @@ class Command(BaseCommand):
         shutil.rmtree(metrics_dir, ignore_errors=True)
         metrics_dir.mkdir(parents=True)
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
-        # Without roots the server reads no file (README, "What the server
+        # Without roots the server reads no file (docs/tables.md, "What the server
         # reads"): let it slice the sample's folder, and say so.
         roots = list(settings.SHARDLINE_DATA_ROOTS)
         if not roots:
