@@ -110,10 +110,12 @@ class Client:
         positions: list[int | None] | None = None,
         wait: float = 0.0,
         stall: dict | None = None,
+        retry_pace: float | None = None,
     ) -> dict:
         """A heartbeat; ``wait``: seconds the server may hold it until a split is asked of one of the leases.
 
         ``stall``: the holders' consumer's data stall, ``{"clock", "waited", "busy"}`` (worker_sdk.stall).
+        ``retry_pace``: the longest wait between retries (the transport's).
         """
         refs = [{"id": lease_id, "token": token} for lease_id, token in leases]
         for ref, position in zip(refs, positions or ()):
@@ -126,7 +128,9 @@ class Client:
             body["wait"] = wait
         if stall is not None:
             body["stall"] = stall
-        return self.transport.request("POST", "/api/v1/leases/extend/", json=body, server_wait=wait)
+        return self.transport.request(
+            "POST", "/api/v1/leases/extend/", json=body, server_wait=wait, retry_pace=retry_pace
+        )
 
     def split(self, lease_id: int, token: int, at: int) -> dict:
         return self.transport.request("POST", f"/api/v1/leases/{lease_id}/split/", json={"token": token, "at": at})

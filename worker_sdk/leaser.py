@@ -43,6 +43,11 @@ RANGE_HEARTBEAT = 1.0
 # record ranges for a split request; a server over WSGI answers at once.
 TAKE_WAIT = 20.0
 HEARTBEAT_WAIT = 3.0
+# The longest wait between a failing heartbeat's retries. The transport's
+# backoff grows to 5 s, and once a restarted server was back the leases ran
+# out behind it: a web server's outage under the service clock's GAP is not
+# given back, so a beat, the outage and the retry must fit in a lease.
+HEARTBEAT_RETRY_PACE = 1.0
 
 
 @dataclass(frozen=True)
@@ -353,6 +358,7 @@ class Leaser:
                     positions=positions,
                     wait=min(self.interval, HEARTBEAT_WAIT) if any(trackers.values()) else 0.0,
                     stall=report,
+                    retry_pace=min(self.interval, HEARTBEAT_RETRY_PACE),
                 )
                 self._stall.sent(report)
                 for lease_id, at in answer.get("splits", {}).items():

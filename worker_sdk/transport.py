@@ -87,12 +87,15 @@ class Transport:
         idempotency_key: str | None = None,
         server_wait: float = 0.0,
         raw: bool = False,
+        retry_pace: float | None = None,
     ):
         """One API call, retried as the module docstring says; every retry carries the same ``idempotency_key``.
 
         ``server_wait``: seconds the server may hold the request (a waiting
         take), added to the read timeout. ``raw``: the answer's bytes (a CSV
-        export), not its JSON.
+        export), not its JSON. ``retry_pace``: the longest wait between
+        retries, the server's Retry-After included (a heartbeat's lease runs
+        out behind a longer one).
         """
         url = self.url + path
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
@@ -124,6 +127,8 @@ class Transport:
                     raise errors.from_response(response.status_code, body)
                 problem = f"HTTP {response.status_code}: {body.get('message', '')}"
                 wait = max(self.backoff(attempt), _retry_after(response))
+            if retry_pace is not None:
+                wait = min(wait, retry_pace)
             if time.monotonic() + wait > deadline:
                 raise errors.ConnectionError(
                     f"gave up on {method} {url} after {attempt + 1} attempts over {self.retry_seconds:.0f}s "

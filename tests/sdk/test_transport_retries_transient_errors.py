@@ -93,3 +93,15 @@ def test_retrying_stops_at_the_deadline_with_the_last_problem(scripted):
     scripted.script = [(503, {"Retry-After": "0.2"}, {"message": "down"})] * 20
     with pytest.raises(ShardlineConnectionError, match="HTTP 503: down"):
         transport(scripted, retry_seconds=0.5).request("POST", "/x")
+
+
+def test_a_retry_pace_bounds_every_wait_the_server_asks_for_included(scripted):
+    # A heartbeat retries at its own pace: a lease of a few seconds would run
+    # out behind the backoff's 5 s or a Retry-After.
+    scripted.script = [(503, {"Retry-After": "30"}, {"error": "unavailable", "message": "db restarting"})] * 3
+    scripted.script.append((200, {}, {"ok": True}))
+    slow = Transport(f"http://127.0.0.1:{scripted.server_address[1]}", "token", backoff_base=5.0)
+    began = time.monotonic()
+    assert slow.request("POST", "/x", json={}, retry_pace=0.1) == {"ok": True}
+    assert time.monotonic() - began < 5  # three waits of at most 0.1 s each, not 30 s
+    assert len(scripted.times) == 4
