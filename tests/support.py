@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -136,3 +137,8 @@ class Api:
 
     def post(self, path: str, json=None, **kwargs):
         return self.session.post(self.base + path, json=json, timeout=30, **kwargs)
+
+
+def as_text(record: logging.LogRecord) -> str:
+    """All a record holds: its message, arguments and fields, and as a handler formats it."""
+    return f"{record.getMessage()} {record.args!r} {record.__dict__!r} {logging.Formatter().format(record)}"

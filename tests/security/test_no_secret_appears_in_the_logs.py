@@ -6,7 +6,6 @@ revoked, and while a user logs in with a right and a wrong password; neither
 the key nor the passwords appear in any message, argument or field.
 """
 
-import logging
 import uuid
 
 import pytest
@@ -18,36 +17,15 @@ from rest_framework.test import APIClient
 from server.models import Role
 from server.services import accounts
 
+from ..support import as_text
+
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "a-very-private-password-4711"
 WRONG = "another-private-guess-0815"
 
 
-class Everything(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(f"{record.getMessage()} {record.args!r} {record.__dict__!r} {self.format(record)}")
-
-
-@pytest.fixture
-def captured():
-    handler = Everything()
-    loggers = [logging.getLogger(name) for name in ("", "shardline", "django", "django.request", "django.security")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG)
-    yield handler.records
-    for logger, level in zip(loggers, levels):
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-
-
-def test_no_secret_appears_in_the_logs(captured, capsys, settings):
+def test_no_secret_appears_in_the_logs(captured_logs, capsys, settings):
     settings.SHARDLINE_LOGIN_MAX_FAILURES = 100
     user = get_user_model().objects.create_user(f"secret-{uuid.uuid4().hex[:6]}", password=PASSWORD)
     accounts.set_role(user, Role.ADMIN)
@@ -69,7 +47,7 @@ def test_no_secret_appears_in_the_logs(captured, capsys, settings):
     assert Client().post("/accounts/login/", {"username": user.username, "password": WRONG}).status_code == 200
     assert Client().post("/accounts/login/", {"username": user.username, "password": PASSWORD}).status_code == 302
 
-    text = "\n".join(captured)
+    text = "\n".join(as_text(record) for record in captured_logs)
     assert "token_created" in text, "the capture saw nothing"
     for secret in (key, key[10:], command_key, command_key[10:], PASSWORD, WRONG):
         assert secret not in text

@@ -7,7 +7,6 @@ site are recorded too). Captured: every log record of every logger, every
 LogEntry, and every answer but the one that created the key.
 """
 
-import logging
 import uuid
 
 import pytest
@@ -17,33 +16,12 @@ from rest_framework.test import APIClient
 from server.models import ApiToken
 from server.services import accounts
 
+from ..support import as_text
+
 pytestmark = pytest.mark.django_db
 
 
-class Everything(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-
-@pytest.fixture
-def captured():
-    handler = Everything()
-    loggers = [logging.getLogger(name) for name in ("", "shardline", "django", "django.request", "django.server")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG)
-    yield handler.records
-    for logger, level in zip(loggers, levels):
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-
-
-def test_create_and_revoke_are_audited_by_whom_and_without_the_key(captured, django_capture_on_commit_callbacks):
+def test_create_and_revoke_are_audited_by_whom_and_without_the_key(captured_logs, django_capture_on_commit_callbacks):
     admin_user, _ = accounts.ensure_user(f"auditor-{uuid.uuid4().hex[:8]}", "admin")
     admin_token, admin_key = accounts.create_token(admin_user, "admin")
     admin = APIClient()
@@ -65,7 +43,7 @@ def test_create_and_revoke_are_audited_by_whom_and_without_the_key(captured, dja
     answers.append(admin.post(f"/api/v1/tokens/{token_id}/revoke/", format="json"))  # again: 409
     assert [a.status_code for a in answers] == [200, 200, 409, 200, 401, 409]
 
-    events = [r for r in captured if getattr(r, "event", "") in ("token_created", "token_revoked")]
+    events = [r for r in captured_logs if getattr(r, "event", "") in ("token_created", "token_revoked")]
     mine = [(r.event, r.by, r.user, r.token_id) for r in events if getattr(r, "token_id", None) == token_id]
     assert mine == [
         ("token_created", admin_user.username, username, token_id),
@@ -78,7 +56,7 @@ def test_create_and_revoke_are_audited_by_whom_and_without_the_key(captured, dja
     assert entries[0].get_admin_url().endswith(f"/apitoken/{token_id}/change/")
 
     stored = ApiToken.objects.get(pk=token_id)
-    texts = [f"{r.getMessage()} {r.args!r} {r.__dict__!r}" for r in captured]
+    texts = [as_text(r) for r in captured_logs]
     texts += [f"{e.object_repr} {e.change_message}" for e in LogEntry.objects.all()]
     texts += [a.content.decode() for a in answers]
     for secret in (key, key[accounts.STORED_PREFIX :], admin_key[accounts.STORED_PREFIX :], stored.key_hash):
