@@ -18,6 +18,7 @@ FIELDS = (
     "worker",
     "epoch",
     "user",
+    "role",
     "reason",
     "count",
     "snapshot",

@@ -224,7 +224,7 @@ def _revoke(token: ApiToken, by, via: str = "through the API") -> ApiToken:
 
 def _record(token: ApiToken, action: str, flag: int, detail: str, by, via: str = "through the API") -> None:
     """The audit of a token change: a log line, and the admin's entry in the token's history. Never the key."""
-    extra = {"event": f"token_{action}", "user": token.user.get_username(), "state": token.role, "token_id": token.pk}
+    extra = {"event": f"token_{action}", "user": token.user.get_username(), "role": token.role, "token_id": token.pk}
     if by is not None:
         extra["by"] = by.get_username()
         LogEntry.objects.log_actions(by.pk, [token], flag, f"{action} {via}" + (f": {detail}" if detail else ""))

@@ -13,6 +13,7 @@ import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from rest_framework.test import APIClient
 
+from server.logging import KeyValueFormatter
 from server.models import ApiToken
 from server.services import accounts
 
@@ -44,11 +45,14 @@ def test_create_and_revoke_are_audited_by_whom_and_without_the_key(captured_logs
     assert [a.status_code for a in answers] == [200, 200, 409, 200, 401, 409]
 
     events = [r for r in captured_logs if getattr(r, "event", "") in ("token_created", "token_revoked")]
-    mine = [(r.event, r.by, r.user, r.token_id) for r in events if getattr(r, "token_id", None) == token_id]
+    mine = [(r.event, r.by, r.user, r.role, r.token_id) for r in events if getattr(r, "token_id", None) == token_id]
     assert mine == [
-        ("token_created", admin_user.username, username, token_id),
-        ("token_revoked", admin_user.username, username, token_id),
+        ("token_created", admin_user.username, username, "worker", token_id),
+        ("token_revoked", admin_user.username, username, "worker", token_id),
     ]
+    # Printed as role=, not as a job's state= (server/logging.py's FIELDS).
+    created = next(r for r in events if getattr(r, "token_id", None) == token_id)
+    assert 'role="worker"' in KeyValueFormatter().format(created)
     entries = LogEntry.objects.filter(object_id=str(token_id), user=admin_user).order_by("action_time", "id")
     assert [e.action_flag for e in entries] == [ADDITION, CHANGE]
     assert "created through the API: role worker, jobs ctr-*" == entries[0].change_message

@@ -250,6 +250,20 @@ def test_prometheus_scrapes_the_server_and_every_dashboard_query_has_data(
     done = f'shardline_job_items{{exported_job="{name}", state="done"}}'
     wait_until(lambda: prometheus.query(f"{done} == 0"), 20, 0.2, "a scrape of the new job")
 
+    # The Data stall panels read rates: a loop's counters must rise between
+    # two scrapes. The sliced readers below may report all they have before
+    # one scrape (a CI run found the panels empty), so a held lease's
+    # heartbeats report twice, each seen by a scrape of its own.
+    (held,) = api.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "stalled-loop", "count": 1}).json()["leases"]
+    waited_series = f'shardline_data_wait_seconds_total{{exported_job="{name}", worker="stalled-loop"}}'
+    for waited, busy in ((1.0, 1.0), (3.0, 1.5)):
+        beat = {
+            "leases": [{"id": held["id"], "token": held["token"]}],
+            "stall": {"clock": "metrics-test", "waited": waited, "busy": busy},
+        }
+        assert api.post("/api/v1/leases/extend/", beat).status_code == 200
+        wait_until(lambda w=waited: prometheus.query(f"{waited_series} == {w}"), 20, 0.2, "a scrape of the stall")
+
     # Its readers read through ranges().records(): their heartbeats also
     # carry their loops' data stall, which the Data stall panels show.
     run_sliced_job_until_a_split(sdk_env, tmp_path)
