@@ -49,10 +49,14 @@ PATH_ID_BOUNDS = {"minimum": 0, "maximum": 2**63 - 1}
 # (request component, field) -> bounds its serializer checks that drf-spectacular does not carry over.
 BODY_BOUNDS = {("ExtendManyRequest", "leases"): {"minItems": 1}}
 # Request strings refuse NUL (Postgres text cannot hold one), except error texts, kept with NUL written as \x00;
-# a take's worker and consumer must also hold more than whitespace.
+# a worker name (a take's, a resume's) and a consumer must also hold more than whitespace.
 NUL_FREE = r"^[^\x00]*$"
 KEEPS_NUL = {("FailRequest", "error"), ("ReleaseRequest", "reason")}
-STRING_PATTERNS = {("TakeRequest", "worker"): WORK_PATTERN, ("TakeRequest", "consumer"): WORK_PATTERN}
+STRING_PATTERNS = {
+    ("TakeRequest", "worker"): WORK_PATTERN,
+    ("TakeRequest", "consumer"): WORK_PATTERN,
+    ("ResumeLeasesRequest", "worker"): WORK_PATTERN,
+}
 # An empty Idempotency-Key is no key (server/services/requests.py check_key).
 HEADER_BOUNDS = {"Idempotency-Key": {"pattern": "^[A-Za-z0-9_-]{0,64}$"}}
 
