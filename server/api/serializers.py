@@ -389,13 +389,18 @@ class ExtendManySerializer(StrictSerializer):
 
 
 class ResumeLeasesSerializer(StrictSerializer):
+    # Not trimmed by DRF: its length is checked as sent, as the schema says
+    # (a 256-character name with a leading "\x1c" was accepted once stripped).
     worker = serializers.CharField(
         max_length=MAX_WORKER_LENGTH,
+        trim_whitespace=False,
         help_text="The restarted worker's name: the same as its previous process's (e.g. a LocalWorkMgr's "
         "job_name:task_index). The leases held under it by the caller's user come back with new tokens.",
     )
 
     def validate_worker(self, value):
+        if not value.strip():
+            raise serializers.ValidationError("a non-empty string is required")
         return clean_text(value.strip(), "worker", max_length=MAX_WORKER_LENGTH)
 
 
@@ -420,6 +425,7 @@ class SnapshotCreateSerializer(StrictSerializer):
         required=False,
         default="",
         allow_blank=True,
+        trim_whitespace=False,  # its length is checked as sent, as the schema says; validate_worker strips
         help_text="Who takes the snapshot (recorded for the audit).",
     )
 

@@ -57,3 +57,17 @@ def test_a_required_string_that_is_stripped_says_it_needs_more_than_whitespace(s
             if spec.get("type") == "string" and spec.get("minLength", 0) >= 1:
                 pattern = re.compile(spec["pattern"])
                 assert not any(pattern.search(blank) for blank in (" ", "\r", "\t\n", "\x1c")), (name, field)
+
+
+@pytest.mark.parametrize("path", ["resume", "snapshot"])
+def test_a_worker_name_is_as_long_as_sent_not_as_stripped(worker_client, job_name, path):
+    # A schema-violating request accepted (schemathesis): 256 characters with
+    # a leading "\x1c" passed maxLength 255 once DRF had stripped them.
+    job = worker_client.post("/api/v1/jobs/", {"name": job_name, "works": ["/a"]}, format="json").json()
+    url = {"resume": f"/api/v1/jobs/{job['id']}/leases/resume/", "snapshot": f"/api/v1/jobs/{job['id']}/snapshots/"}[
+        path
+    ]
+    too_long = worker_client.post(url, {"worker": "\x1c" + "w" * 255}, format="json")
+    assert too_long.status_code == 400, too_long.content
+    assert list(too_long.json()["fields"]) == ["worker"]
+    assert worker_client.post(url, {"worker": " w "}, format="json").status_code in (200, 201)
