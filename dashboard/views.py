@@ -11,10 +11,9 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from server import progress, selectors
+from server import clock, progress, selectors
 from server.errors import InvalidTransition, JobSpecConflict, NotFound
 from server.models import FINAL_STATES, ROLE_RANK, JobAction, JobState, Role
 from server.services import jobs as job_service
@@ -151,7 +150,7 @@ def _job_context(request, job) -> dict:
         # Who cancelled it and when, as its workers are told (from the job's events).
         "cancelled": job_service.cancellation_message(job) if job.state == JobState.CANCELLED else None,
         # What its waiting workers are told after a minute of slicing, and the job's warnings.
-        "slicing_stalled": job.slicing_stalled(timezone.now()),
+        "slicing_stalled": job.slicing_stalled(clock.now()),
         "warnings": job.warnings,
         "snapshots": list(snapshots.list_for(job)[:10]),
         "restores": list(snapshots.restores_for(job)[:5]),

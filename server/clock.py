@@ -41,9 +41,11 @@ import logging
 import os
 import threading
 import time
+from datetime import datetime
 
 from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
+from django.utils import timezone
 
 from . import sql
 from .conf import env_bool
@@ -53,6 +55,15 @@ log = logging.getLogger("shardline.clock")
 TICK = 1.0  # seconds between a process's touches
 GAP = 2.0  # a silence longer than this is an outage: two ticks, a slow statement's margin
 PATHS = "/api/v1/"
+
+
+def now() -> datetime:
+    """The service's time in Python, the twin of ``shardline_now()`` in SQL (server/sql/schema.sql).
+
+    Called as ``clock.now()``, so that a test moving time (tests/support.py,
+    ServiceTime) moves it here and in the database together.
+    """
+    return timezone.now()
 
 
 class ServiceClock:

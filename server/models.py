@@ -349,6 +349,14 @@ class Throughput(models.Model):
         db_table = "shardline_throughput"
 
 
+class ServiceNow(Func):
+    """The service's time, ``shardline_now()`` of server/sql/schema.sql: what every lease time is written in."""
+
+    function = "shardline_now"
+    template = "%(function)s()"
+    output_field = models.DateTimeField()
+
+
 def _live() -> Func:
     """The liveness rule of server/sql/schema.sql (``shardline_worker_live``), which the statements share."""
     return Func(F("last_seen"), F("job__lease_timeout"), function="shardline_worker_live", output_field=BooleanField())

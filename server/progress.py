@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count
-from django.utils import timezone
 
-from . import sql
+from . import clock, sql
 from .models import FINAL_STATES, Job, JobState, Worker
 
 COUNTS = ("pending", "leased", "done", "failed")
@@ -133,7 +132,7 @@ def of_jobs(jobs: list[Job]) -> dict[int, JobProgress]:
         .annotate(n=Count("id"))
         .values_list("job_id", "n")
     )
-    now = timezone.now()
+    now = clock.now()
     result = {}
     for job in jobs:
         epochs = []

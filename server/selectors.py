@@ -8,11 +8,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db.models import Q
-from django.db.models.functions import Now
-from django.utils import timezone
 
-from . import sql
-from .models import FINAL_STATES, Item, ItemState, Job, Worker
+from . import clock, sql
+from .models import FINAL_STATES, Item, ItemState, Job, ServiceNow, Worker
 
 
 def jobs(state: str | None = None, search: str | None = None, sort: str = "-created"):
@@ -21,7 +19,9 @@ def jobs(state: str | None = None, search: str | None = None, sort: str = "-crea
     from django.db.models.functions import Coalesce
 
     query = Job.objects.annotate(
-        elapsed=ExpressionWrapper(Coalesce(F("finished_at"), Now()) - F("started_at"), output_field=DurationField())
+        elapsed=ExpressionWrapper(
+            Coalesce(F("finished_at"), ServiceNow()) - F("started_at"), output_field=DurationField()
+        )
     )
     if state:
         query = query.filter(state=state)
@@ -156,7 +156,7 @@ def data_stalls_for_metrics(jobs: list[Job]) -> list[tuple[str, str, float, floa
     from .models import DataStall
 
     return list(
-        DataStall.objects.filter(job__in=[job.id for job in jobs], reported_at__gt=timezone.now() - timedelta(hours=1))
+        DataStall.objects.filter(job__in=[job.id for job in jobs], reported_at__gt=clock.now() - timedelta(hours=1))
         .order_by("job_id", "worker")
         .values_list("job__name", "worker", "waited", "total")
     )
@@ -224,7 +224,7 @@ def item_dead_rows() -> int:
 
 def jobs_for_metrics() -> list[Job]:
     """Jobs that are not finished, and those finished in the last hour."""
-    cutoff = timezone.now() - timedelta(hours=1)
+    cutoff = clock.now() - timedelta(hours=1)
     return list(Job.objects.exclude(state__in=FINAL_STATES, finished_at__lte=cutoff).order_by("id"))
 
 
@@ -254,7 +254,7 @@ def holdings(job: Job, limit: int = 200) -> list:
     """Live leases right now, by worker: what each worker is reading."""
     return list(
         items(job, state=ItemState.LEASED)
-        .filter(expires_at__gt=Now())
+        .filter(expires_at__gt=ServiceNow())
         .order_by("worker", "leased_at")
         .values("id", "item", "worker", "leased_at", "expires_at")[:limit]
     )
@@ -274,7 +274,7 @@ def tokens(state: str | None = None, user: str | None = None):
     query = ApiToken.objects.select_related("user").annotate(
         state=Case(
             When(revoked_at__isnull=False, then=Value("revoked")),
-            When(expires_at__lte=Now(), then=Value("expired")),
+            When(expires_at__lte=ServiceNow(), then=Value("expired")),
             When(user__is_active=False, then=Value("inactive")),
             default=Value("live"),
             output_field=CharField(),

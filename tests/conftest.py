@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from server.models import Role
 from server.services import accounts
 
-from .support import Api, ServerProcess, database_url
+from .support import Api, ServerProcess, ServiceTime, database_url
 
 # One Celery queue per test session: server processes and Celery workers
 # started by the tests inherit it, so parallel runs never take each other's
@@ -115,6 +115,16 @@ def admin_client(client_for) -> APIClient:
 @pytest.fixture
 def viewer_client(client_for) -> APIClient:
     return client_for(Role.VIEWER)
+
+
+@pytest.fixture
+def service_time(db, monkeypatch):
+    """``service_time.advance(seconds)``: the service's time moved on, in SQL and in Python (support.ServiceTime)."""
+    from django.db import connection
+
+    moved = ServiceTime(connection, monkeypatch)
+    yield moved
+    moved.reset()
 
 
 @pytest.fixture

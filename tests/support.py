@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -142,3 +143,45 @@ class Api:
 def as_text(record: logging.LogRecord) -> str:
     """All a record holds: its message, arguments and fields, and as a handler formats it."""
     return f"{record.getMessage()} {record.args!r} {record.__dict__!r} {logging.Formatter().format(record)}"
+
+
+class ServiceTime:
+    """Moves the service's time forward without sleeping: in the database and in this process, together.
+
+    ``advance(seconds)`` replaces ``shardline_now()`` (server/sql/schema.sql),
+    which every statement reads the time of leases, heartbeats and liveness
+    from, and ``server.clock.now``, its twin in Python: leases expire,
+    workers go quiet, rates age, as they would that much later. In a test's
+    transaction the database's part is rolled back with it; ``reset`` puts
+    it back for a test that commits (other processes, a live server, see the
+    moved time once it is committed).
+    """
+
+    SCHEMA = ROOT / "server" / "sql" / "schema.sql"
+    ORIGINAL = "    SELECT now()\n"
+
+    def __init__(self, connection, monkeypatch):
+        from django.utils import timezone
+
+        from server import clock
+
+        self.connection = connection
+        self.shift = 0.0
+        monkeypatch.setattr(clock, "now", lambda: timezone.now() + timedelta(seconds=self.shift))
+
+    def advance(self, seconds: float) -> None:
+        self.shift += seconds
+        self._define(f"    SELECT now() + make_interval(secs => {self.shift!r})\n")
+
+    def reset(self) -> None:
+        if self.shift:
+            self.shift = 0.0
+            self._define(self.ORIGINAL)
+
+    def _define(self, body: str) -> None:
+        text = self.SCHEMA.read_text()
+        start = text.index("CREATE OR REPLACE FUNCTION shardline_now()")
+        definition = text[start : text.index("$$;", start) + 3]
+        assert self.ORIGINAL in definition, "schema.sql's shardline_now() changed: update ServiceTime"
+        with self.connection.cursor() as cursor:
+            cursor.execute(definition.replace(self.ORIGINAL, body))

@@ -1,7 +1,8 @@
 """Template filters of the dashboard."""
 
 from django import template
-from django.utils import timezone
+
+from server import clock
 
 from ..presenters import duration, split_story
 
@@ -13,7 +14,7 @@ def seconds_ago(moment) -> str:
     """``12s``, ``3m 05s``: how long ago, to the second (Django's timesince stops at minutes)."""
     if moment is None:
         return "—"
-    return duration(max(0.0, (timezone.now() - moment).total_seconds()))
+    return duration(max(0.0, (clock.now() - moment).total_seconds()))
 
 
 @register.filter

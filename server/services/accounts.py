@@ -29,8 +29,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.db.models import Q
-from django.utils import timezone
 
+from .. import clock
 from ..callers import check_patterns
 from ..errors import InvalidInput, InvalidTransition, NotFound, TokenInUse, UserConflict
 from ..models import ROLE_RANK, ApiToken, Role
@@ -113,7 +113,7 @@ def create_token(
             f"user {user.get_username()!r} has role {user_role or 'none'}; a token cannot have more ({role})"
         )
     key = KEY_PREFIX + secrets.token_urlsafe(30)
-    expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
+    expires_at = clock.now() + timedelta(days=expires_in_days) if expires_in_days else None
     token = ApiToken.objects.create(
         user=user,
         role=role,
@@ -210,7 +210,7 @@ def revoke_by_id(
 
 def _revoke(token: ApiToken, by, via: str = "through the API") -> ApiToken:
     with transaction.atomic():
-        token.revoked_at = timezone.now()
+        token.revoked_at = clock.now()
         token.save(update_fields=["revoked_at"])
         _record(token, "revoked", CHANGE, "", by, via)
         # Every server process drops the token from its cache and its parked
@@ -260,7 +260,7 @@ def forget(digest: str | None) -> None:
 
 def live_digests(digests: set[str]) -> set[str]:
     """Which of these key hashes belong to tokens that authenticate now (authenticate_key's checks, one query)."""
-    now = timezone.now()
+    now = clock.now()
     return set(
         ApiToken.objects.filter(key_hash__in=digests, revoked_at__isnull=True, user__is_active=True)
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
@@ -273,7 +273,7 @@ def authenticate_key(key: str) -> ApiToken | None:
 
     digest = hash_key(key)
     ttl = settings.SHARDLINE_TOKEN_CACHE_SECONDS
-    now = timezone.now()
+    now = clock.now()
     cached = _cache.get(digest)
     if cached is not None and time.monotonic() - cached[0] < ttl:
         token = cached[1]

@@ -9,14 +9,12 @@ import secrets
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.db.models.functions import Now
-from django.utils import timezone
 
 from worker_sdk import formats
 
-from .. import sql, tasks
+from .. import clock, sql, tasks
 from ..errors import InvalidTransition, JobSpecConflict, NotFound
-from ..models import ACTIONS, FINAL_STATES, Event, EventKind, Job, JobAction, JobState
+from ..models import ACTIONS, FINAL_STATES, Event, EventKind, Job, JobAction, JobState, ServiceNow
 from . import units
 
 log = logging.getLogger("shardline.jobs")
@@ -157,7 +155,7 @@ def _retire(job: Job, differs: list[str], user=None) -> None:
     fields = ["name", "updated_at"]
     previous = job.state
     if job.state not in FINAL_STATES:
-        job.state, job.finished_at = JobState.CANCELLED, timezone.now()
+        job.state, job.finished_at = JobState.CANCELLED, clock.now()
         fields += ["state", "finished_at"]
     job.save(update_fields=fields)
     Event.objects.create(
@@ -195,7 +193,7 @@ def get_job(job_id: int) -> Job:
 def _transition(job_id: int, action: str, target: str, user=None, **changes) -> Job:
     job = get_job(job_id)
     updated = Job.objects.filter(pk=job_id, state__in=ACTIONS[action]).update(
-        state=target, updated_at=timezone.now(), **changes
+        state=target, updated_at=clock.now(), **changes
     )
     if not updated:
         job.refresh_from_db(fields=["state"])  # changed since it was read: say what it is now
@@ -234,7 +232,7 @@ def resume(job_id: int, user=None) -> Job:
 
 def cancel(job_id: int, user=None) -> Job:
     # The database's clock, as mark_running's: the timeline draws leases against it.
-    return _transition(job_id, JobAction.CANCEL, JobState.CANCELLED, user, finished_at=Now())
+    return _transition(job_id, JobAction.CANCEL, JobState.CANCELLED, user, finished_at=ServiceNow())
 
 
 def check_allows(job: Job, action: str) -> None:
@@ -274,7 +272,7 @@ def pause_message(job: Job) -> str:
 def mark_running(job_id: int) -> None:
     # The database's clock, which stamps every lease and completion: the
     # timeline compares them with it (a web host's clock may differ).
-    if Job.objects.filter(pk=job_id, state=JobState.READY).update(state=JobState.RUNNING, started_at=Now()):
+    if Job.objects.filter(pk=job_id, state=JobState.READY).update(state=JobState.RUNNING, started_at=ServiceNow()):
         log.info("job running", extra={"event": "job_state", "job": job_id, "previous": "ready", "state": "running"})
 
 

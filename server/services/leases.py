@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
-from django.utils import timezone
 
-from .. import metrics, sql
+from .. import clock, metrics, sql
 from ..callers import SERVER, Caller
 from ..errors import JobCancelled, JobFailed, LeaseLost, NotFound
 from ..models import JobState
@@ -208,7 +207,7 @@ def _not_active(job_id: int, state: str, result: TakeResult) -> TakeResult:
         job = jobs.get_job(job_id)
         if state == JobState.PAUSED:
             result.paused = jobs.pause_message(job)
-        result.slicing = job.slicing_stalled(timezone.now())
+        result.slicing = job.slicing_stalled(clock.now())
     return result
 
 

@@ -14,11 +14,10 @@ import math
 import time
 
 from django.db import transaction
-from django.utils import timezone
 
 from worker_sdk import formats
 
-from .. import data_policy, sources, tables
+from .. import clock, data_policy, sources, tables
 from ..models import Event, EventKind, Job, JobState, Unit
 from .units import UnitRow, materialise_epoch, write_units
 
@@ -230,7 +229,7 @@ def whole_message(works: list[sources.Work]) -> str:
 
 def _fail(job: Job, message: str) -> None:
     updated = Job.objects.filter(pk=job.pk, state__in=(JobState.SLICING, JobState.PAUSED)).update(
-        state=JobState.FAILED, error=message, finished_at=timezone.now(), updated_at=timezone.now()
+        state=JobState.FAILED, error=message, finished_at=clock.now(), updated_at=clock.now()
     )
     if updated:
         Event.objects.create(job=job, kind=EventKind.STATE, message=f"slicing failed: {message}")

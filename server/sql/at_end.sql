@@ -24,10 +24,10 @@
 SELECT EXISTS (SELECT 1 FROM shardline_item
                 WHERE job_id = %(job)s AND state = 'pending'
                   AND shardline_in_epochs(epoch, %(from)s::integer, %(upto)s::integer)) AS has_pending,
-       extract(epoch FROM min(i.expires_at) - now()) AS seconds_to_expiry,
+       extract(epoch FROM min(i.expires_at) - shardline_now()) AS seconds_to_expiry,
        count(*) FILTER (WHERE i.worker = %(worker)s) AS mine,
        count(*) FILTER (WHERE i.worker IS DISTINCT FROM %(worker)s) AS others,
-       count(*) FILTER (WHERE i.expires_at < now()
+       count(*) FILTER (WHERE i.expires_at < shardline_now()
                            OR (NOT %(sync)s::boolean
                                AND h.consumer IS DISTINCT FROM %(consumer)s AND NOT h.waits)) AS waiting_on
   FROM shardline_item AS i

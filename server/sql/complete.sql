@@ -14,9 +14,9 @@ WITH req AS (
 ), done AS (
     UPDATE shardline_item AS i
        SET state = 'done',
-           completed_at = now(),
+           completed_at = shardline_now(),
            expires_at = NULL,
-           duration = extract(epoch FROM now() - i.leased_at),
+           duration = extract(epoch FROM shardline_now() - i.leased_at),
            records = r.records,
            seq = nextval('shardline_completion_seq')
       FROM req AS r

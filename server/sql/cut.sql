@@ -49,7 +49,7 @@ WITH target AS (
            split_for = NULL,
            -- A refusal is remembered for a while: the holder is not asked again
            -- at once (propose_split.sql), another one is.
-           split_asked_at = CASE WHEN %(at)s >= t.stop THEN now() END,
+           split_asked_at = CASE WHEN %(at)s >= t.stop THEN shardline_now() END,
            split_pieces = NULL
       FROM target AS t
      WHERE i.id = t.id
@@ -90,14 +90,14 @@ WITH target AS (
            || CASE WHEN count(*) = 1 THEN 'item #' || min(r.id)
                    ELSE count(*) || ' items, #' || min(r.id) || ' to #' || max(r.id) END
            || coalesce(', asked for by idle worker ' || t.split_for, ''),
-           now()
+           shardline_now()
       FROM target AS t, remainder AS r
      GROUP BY t.job_id, t.id, t.worker, t.first, t.stop, t.split_for
     UNION ALL
     SELECT t.job_id, r.id, 'remainder', coalesce(t.split_for, ''),
            'made from item ' || t.id || ': records [' || r.range_start || ', ' || r.range_end
            || '), split off while ' || coalesce(t.worker, 'a worker') || ' read it',
-           now()
+           shardline_now()
       FROM target AS t, remainder AS r
 )
 SELECT t.job_id, t.first, t.stop,

@@ -21,9 +21,9 @@
 -- for, so a token reports only for loops whose live leases it holds.
 WITH extended AS (
     UPDATE shardline_item AS i
-       SET expires_at = now() + make_interval(secs => j.lease_timeout),
+       SET expires_at = shardline_now() + make_interval(secs => j.lease_timeout),
            read_to = coalesce(r.position, i.read_to),
-           read_at = CASE WHEN r.position IS NULL THEN i.read_at ELSE now() END
+           read_at = CASE WHEN r.position IS NULL THEN i.read_at ELSE shardline_now() END
       FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(positions)s::bigint[]) AS r(id, token, position),
            shardline_job AS j
      WHERE i.id = r.id AND i.state = 'leased' AND i.token = r.token AND j.id = i.job_id
@@ -32,9 +32,9 @@ WITH extended AS (
  RETURNING i.id, i.expires_at, i.job_id, i.worker, i.unit_idx, i.range_end, i.split_at
 ), seen AS (
     UPDATE shardline_worker AS w
-       SET last_seen = now(),
+       SET last_seen = shardline_now(),
            waiting_since = CASE WHEN %(waiting)s::boolean IS NULL THEN w.waiting_since
-                                WHEN %(waiting)s::boolean THEN coalesce(w.waiting_since, now())
+                                WHEN %(waiting)s::boolean THEN coalesce(w.waiting_since, shardline_now())
                                 ELSE NULL END
       FROM (SELECT DISTINCT job_id, worker FROM extended) AS e
      WHERE w.job_id = e.job_id AND w.name = e.worker
@@ -48,7 +48,7 @@ WITH extended AS (
                                            first_reported, reported_at)
     SELECT DISTINCT e.job_id, coalesce(nullif(w.consumer, ''), e.worker),
            %(stall_waited)s::float8, %(stall_waited)s::float8 + %(stall_busy)s::float8, %(stall_clock)s::text,
-           %(stall_waited)s::float8, %(stall_busy)s::float8, now(), now()
+           %(stall_waited)s::float8, %(stall_busy)s::float8, shardline_now(), shardline_now()
       FROM extended AS e
       JOIN shardline_worker AS w ON w.job_id = e.job_id AND w.name = e.worker
      WHERE %(stall_clock)s::text IS NOT NULL
@@ -63,7 +63,7 @@ WITH extended AS (
            clock_busy = CASE WHEN s.clock <> EXCLUDED.clock THEN EXCLUDED.clock_busy
                              ELSE greatest(s.clock_busy, EXCLUDED.clock_busy) END,
            clock = EXCLUDED.clock,
-           reported_at = now()
+           reported_at = shardline_now()
 ), asked AS (
     -- Splits asked of the holders' other leases of the job (leased after
     -- this heartbeat left, or while it waited): answered with it. Read from

@@ -17,11 +17,11 @@ WITH failed AS (
 ), events AS (
     INSERT INTO shardline_event (job_id, item_id, kind, worker, message, at)
     SELECT job_id, id, CASE WHEN state = 'failed' THEN 'failed' ELSE 'retried' END,
-           coalesce(worker, ''), %(error)s, now()
+           coalesce(worker, ''), %(error)s, shardline_now()
       FROM failed
 ), credited AS (
     UPDATE shardline_worker AS w
-       SET items_failed = w.items_failed + 1, last_seen = now()
+       SET items_failed = w.items_failed + 1, last_seen = shardline_now()
       FROM failed AS f
      WHERE w.job_id = f.job_id AND w.name = f.worker
 )

@@ -9,7 +9,7 @@
 -- earlier than completions other sessions committed since when a take runs
 -- in a transaction (a synchronous rank's quota, services/leases.py).
 UPDATE shardline_job AS j
-   SET state = 'done', finished_at = clock_timestamp(), updated_at = now()
+   SET state = 'done', finished_at = clock_timestamp(), updated_at = shardline_now()
  WHERE j.id = %(job)s AND j.state IN ('ready', 'running')
    AND j.epochs_materialised = j.num_epochs
    AND NOT EXISTS (SELECT 1 FROM shardline_item WHERE job_id = %(job)s AND state = 'pending')

@@ -9,7 +9,7 @@ SELECT c.job_id, c.epoch,
   FROM shardline_counter AS c
   LEFT JOIN (SELECT job_id, epoch, count(*) AS expired
                FROM shardline_item
-              WHERE job_id = ANY(%(ids)s::bigint[]) AND state = 'leased' AND expires_at < now()
+              WHERE job_id = ANY(%(ids)s::bigint[]) AND state = 'leased' AND expires_at < shardline_now()
               GROUP BY job_id, epoch) AS x ON x.job_id = c.job_id AND x.epoch = c.epoch
  WHERE c.job_id = ANY(%(ids)s::bigint[])
  GROUP BY c.job_id, c.epoch;

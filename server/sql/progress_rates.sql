@@ -3,9 +3,9 @@
 -- minute now is: progress.py weighs the previous minute by the part of it
 -- still within the last 60 seconds.
 SELECT job_id,
-       coalesce(sum(done) FILTER (WHERE minute = date_trunc('minute', now())), 0)::bigint AS current,
-       coalesce(sum(done) FILTER (WHERE minute < date_trunc('minute', now())), 0)::bigint AS previous,
-       extract(epoch FROM now() - date_trunc('minute', now()))::float8 AS seconds_into
+       coalesce(sum(done) FILTER (WHERE minute = date_trunc('minute', shardline_now())), 0)::bigint AS current,
+       coalesce(sum(done) FILTER (WHERE minute < date_trunc('minute', shardline_now())), 0)::bigint AS previous,
+       extract(epoch FROM shardline_now() - date_trunc('minute', shardline_now()))::float8 AS seconds_into
   FROM shardline_throughput
- WHERE job_id = ANY(%(ids)s::bigint[]) AND minute >= date_trunc('minute', now()) - interval '1 minute'
+ WHERE job_id = ANY(%(ids)s::bigint[]) AND minute >= date_trunc('minute', shardline_now()) - interval '1 minute'
  GROUP BY job_id;

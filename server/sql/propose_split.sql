@@ -48,13 +48,13 @@ WITH job AS (
     SELECT i.id, i.split_at, i.split_for, i.split_asked_at, i.read_to,
            coalesce(i.range_start, u.start) AS first,
            coalesce(i.range_end, u."end") AS stop,
-           extract(epoch FROM now() - i.read_at) AS since_read,
+           extract(epoch FROM shardline_now() - i.read_at) AS since_read,
            (i.read_to - coalesce(i.range_start, u.start))
                / nullif(extract(epoch FROM i.read_at - i.leased_at), 0) AS rate
       FROM job AS j
       -- Only leases whose holder reports positions: it tracks its reading
       -- (a plain item string's reader cannot stop at a record).
-      JOIN shardline_item AS i ON i.job_id = j.id AND i.state = 'leased' AND i.expires_at > now()
+      JOIN shardline_item AS i ON i.job_id = j.id AND i.state = 'leased' AND i.expires_at > shardline_now()
                               AND i.read_to IS NOT NULL
       JOIN LATERAL (SELECT start, "end"
                       FROM shardline_unit
@@ -63,10 +63,10 @@ WITH job AS (
 ), asked AS (
     SELECT count(*) AS n
       FROM held
-     WHERE split_for = %(worker)s AND split_asked_at > now() - make_interval(secs => %(stale)s)
+     WHERE split_for = %(worker)s AND split_asked_at > shardline_now() - make_interval(secs => %(stale)s)
 ), estimated AS (
     SELECT id, stop, rate,
-           split_asked_at IS NULL OR split_asked_at < now() - make_interval(secs => %(stale)s) AS askable,
+           split_asked_at IS NULL OR split_asked_at < shardline_now() - make_interval(secs => %(stale)s) AS askable,
            least(stop, read_to + coalesce(rate, 0) * (since_read + %(lead)s)) AS here
       FROM held
      WHERE stop IS NOT NULL
@@ -103,10 +103,10 @@ WITH job AS (
        SET split_at = c.point,
            split_pieces = c.n,
            split_for = %(worker)s,
-           split_asked_at = now()
+           split_asked_at = shardline_now()
       FROM pieces AS c
      WHERE i.id = c.id AND i.state = 'leased'
-       AND (i.split_asked_at IS NULL OR i.split_asked_at < now() - make_interval(secs => %(stale)s))
+       AND (i.split_asked_at IS NULL OR i.split_asked_at < shardline_now() - make_interval(secs => %(stale)s))
  RETURNING i.id, i.worker
 ), notified AS (
     -- The holder's heartbeat may be waiting for exactly this (server/waiting.py).

@@ -14,7 +14,7 @@ WITH released AS (
  RETURNING i.id, i.job_id, i.worker
 ), events AS (
     INSERT INTO shardline_event (job_id, item_id, kind, worker, message, at)
-    SELECT job_id, id, 'released', coalesce(worker, ''), %(reason)s, now()
+    SELECT job_id, id, 'released', coalesce(worker, ''), %(reason)s, shardline_now()
       FROM released
 )
 SELECT id, job_id FROM released;

@@ -10,8 +10,8 @@
 WITH resumed AS (
     UPDATE shardline_item AS i
        SET token = shardline_fencing_token(),
-           leased_at = now(),
-           expires_at = now() + make_interval(secs => j.lease_timeout),
+           leased_at = shardline_now(),
+           expires_at = shardline_now() + make_interval(secs => j.lease_timeout),
            read_to = NULL,
            read_at = NULL,
            split_at = NULL,
@@ -24,7 +24,7 @@ WITH resumed AS (
  RETURNING i.id, i.token, i.epoch, i.position, i.unit_idx, i.expires_at, i.range_start, i.range_end
 ), events AS (
     INSERT INTO shardline_event (job_id, item_id, kind, worker, message, at)
-    SELECT %(job)s, id, 'resumed', %(worker)s, 'lease taken back by a restarted worker of the same name (new token)', now()
+    SELECT %(job)s, id, 'resumed', %(worker)s, 'lease taken back by a restarted worker of the same name (new token)', shardline_now()
       FROM resumed
 )
 SELECT l.id, l.token, shardline_item_name(u.item, l.range_start, l.range_end) AS item, l.epoch, l.position,

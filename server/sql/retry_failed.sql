@@ -9,7 +9,7 @@ WITH retried AS (
  RETURNING id
 ), reopened AS (
     UPDATE shardline_job
-       SET state = 'running', finished_at = NULL, updated_at = now()
+       SET state = 'running', finished_at = NULL, updated_at = shardline_now()
      WHERE id = %(job)s AND state = 'done' AND EXISTS (SELECT 1 FROM retried)
 )
 SELECT count(*) AS retried FROM retried;

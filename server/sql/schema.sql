@@ -1,7 +1,7 @@
 -- Shardline's rules in the database: every function, view and trigger of its
 -- schema, as the migrations leave them. The tables are Django's (server/models.py).
 --
--- schema version: 22 (migrations/0022_rules_defined_once is the last to change this file)
+-- schema version: 25 (migrations/0025_service_now is the last to change this file)
 --
 -- A rule that more than one statement needs is defined here once, and the
 -- statements of server/sql/ and the ORM (through Func) call it: the planner
@@ -13,6 +13,16 @@
 --
 -- Order matters: a SQL function's body is checked when it is created.
 
+-- The service's time: every lease, heartbeat, liveness and rate is read
+-- against it, so a test moves time for all of them by replacing this one
+-- function (tests/support.py, ServiceTime) instead of rewriting expires_at.
+-- Inlined, it is now(): the transaction's start, and an index condition.
+-- The service clock (service_clock.sql) alone reads the real now(): it
+-- measures outages of the service, which moving time must not fake.
+CREATE OR REPLACE FUNCTION shardline_now() RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT now()
+$$;
+
 -- A worker is live while it was seen (a take, a heartbeat, a completion)
 -- within twice its job's lease timeout, and at least 30 s: a worker holding
 -- leases heartbeats every third of the timeout, an idle one waits on the
@@ -20,7 +30,7 @@
 -- rule of take.sql and the split planner of propose_split.sql all use this.
 CREATE OR REPLACE FUNCTION shardline_worker_live(last_seen timestamptz, lease_timeout double precision)
 RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT last_seen > now() - make_interval(secs => greatest(2 * lease_timeout, 30))
+    SELECT last_seen > shardline_now() - make_interval(secs => greatest(2 * lease_timeout, 30))
 $$;
 
 -- An epoch is in a take's scope from from_epoch up to upto_epoch, each bound
@@ -138,7 +148,7 @@ BEGIN
                failed = c.failed + EXCLUDED.failed
     ), rated AS (
         INSERT INTO shardline_throughput AS t (job_id, minute, shard, done)
-        SELECT job_id, date_trunc('minute', now()), pg_backend_pid(), count(*)
+        SELECT job_id, date_trunc('minute', shardline_now()), pg_backend_pid(), count(*)
           FROM moved
          WHERE became = 'done'
          GROUP BY job_id
@@ -148,7 +158,7 @@ BEGIN
     UPDATE shardline_worker AS w
        SET items_done = w.items_done + d.n,
            busy_seconds = w.busy_seconds + d.seconds,
-           last_seen = now()
+           last_seen = shardline_now()
       FROM (SELECT job_id, worker, count(*) AS n, sum(duration) AS seconds
               FROM moved
              WHERE became = 'done'

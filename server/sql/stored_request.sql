@@ -5,7 +5,7 @@
 -- record that stays unanswered is one whose server died, and a session of a
 -- server killed mid-request ends with its connection. A session started
 -- after the record is another one that got the same pid.
-SELECT r.whole, r.answer, extract(epoch FROM now() - r.created_at) AS age,
+SELECT r.whole, r.answer, extract(epoch FROM shardline_now() - r.created_at) AS age,
        EXISTS (SELECT FROM pg_stat_activity AS a
                 WHERE a.pid = r.backend AND coalesce(a.backend_start <= r.created_at, true)) AS answering
   FROM shardline_take_request AS r

@@ -62,9 +62,9 @@ WITH req AS (
 ), done AS (
     UPDATE shardline_item AS i
        SET state = 'done',
-           completed_at = now(),
+           completed_at = shardline_now(),
            expires_at = NULL,
-           duration = extract(epoch FROM now() - i.leased_at),
+           duration = extract(epoch FROM shardline_now() - i.leased_at),
            records = r.records,
            seq = nextval('shardline_completion_seq')
       FROM req AS r
@@ -118,7 +118,7 @@ WITH req AS (
                -- (two queues read in lockstep: it may be waiting on this one).
                AND EXISTS (SELECT FROM shardline_item AS h
                             WHERE h.job_id = %(job)s AND h.worker = w.name AND h.state = 'leased'
-                              AND h.expires_at > now())
+                              AND h.expires_at > shardline_now())
                AND NOT EXISTS (SELECT FROM shardline_waiting_consumer AS v
                                 WHERE v.job_id = %(job)s AND v.consumer = w.consumer)
            ) AS others ON mine.seconds_per_item IS NOT NULL
@@ -129,7 +129,7 @@ WITH req AS (
            expires_at = NULL
       FROM (SELECT id
               FROM shardline_item
-             WHERE job_id = %(job)s AND state = 'leased' AND expires_at < now()
+             WHERE job_id = %(job)s AND state = 'leased' AND expires_at < shardline_now()
                -- A lease this request completes is the caller's to complete
                -- (as a standalone complete would be); and two modifications
                -- of one row in one statement would leave only one in effect.
@@ -157,8 +157,8 @@ WITH req AS (
            holder_id = %(holder)s::bigint,
            worker = %(worker)s,
            attempts = i.attempts + 1,
-           leased_at = now(),
-           expires_at = now() + make_interval(secs => (SELECT lease_timeout FROM job)),
+           leased_at = shardline_now(),
+           expires_at = shardline_now() + make_interval(secs => (SELECT lease_timeout FROM job)),
            completed_at = NULL,
            duration = NULL,
            records = NULL,
@@ -168,7 +168,7 @@ WITH req AS (
                           THEN coalesce(i.range_start,
                                         (SELECT start FROM shardline_unit WHERE job_id = %(job)s AND idx = i.unit_idx))
                      END,
-           read_at = CASE WHEN %(tracks)s::boolean THEN now() END,
+           read_at = CASE WHEN %(tracks)s::boolean THEN shardline_now() END,
            split_at = NULL,
            split_for = NULL,
            split_asked_at = NULL,
@@ -181,7 +181,7 @@ WITH req AS (
     SELECT %(job)s, id, 'expired', coalesce(worker, ''),
            CASE WHEN state = 'failed' THEN 'lease expired; no attempts left, item failed'
                 ELSE 'lease expired; item back to pending' END,
-           now()
+           shardline_now()
       FROM reclaimed
 ), seen AS (
     -- The caller's own row: last seen now, and waiting (at the end of the
@@ -189,25 +189,25 @@ WITH req AS (
     -- nothing.
     INSERT INTO shardline_worker AS w (job_id, name, consumer, first_seen, last_seen, items_done, items_failed,
                                        busy_seconds, waiting_since)
-    SELECT j.id, %(worker)s, %(consumer)s, now(), now(), 0, 0, 0,
-           CASE WHEN EXISTS (SELECT 1 FROM leased) THEN NULL ELSE now() END
+    SELECT j.id, %(worker)s, %(consumer)s, shardline_now(), shardline_now(), 0, 0, 0,
+           CASE WHEN EXISTS (SELECT 1 FROM leased) THEN NULL ELSE shardline_now() END
       FROM job AS j
     ON CONFLICT (job_id, name) DO UPDATE
-       SET last_seen = now(),
+       SET last_seen = shardline_now(),
            consumer = EXCLUDED.consumer,
            waiting_since = CASE WHEN EXCLUDED.waiting_since IS NULL THEN NULL
                                 ELSE coalesce(w.waiting_since, EXCLUDED.waiting_since) END
 ), dropped AS (
     DELETE FROM shardline_take_request
      WHERE %(key)s::text IS NOT NULL AND job_id = %(job)s AND worker = %(worker)s
-       AND created_at < now() - make_interval(secs => %(ttl)s)
+       AND created_at < shardline_now() - make_interval(secs => %(ttl)s)
 ), claimed AS (
     INSERT INTO shardline_take_request (job_id, holder, key, worker, leases, tokens, whole, created_at, backend)
     SELECT j.id, coalesce(%(holder)s::bigint, 0), %(key)s, %(worker)s,
            coalesce((SELECT array_agg(id ORDER BY epoch, position) FROM leased), '{}'),
            coalesce((SELECT array_agg(token ORDER BY epoch, position) FROM leased), '{}'),
            (SELECT count(*) FROM leased) = %(count)s,
-           now(), pg_backend_pid()
+           shardline_now(), pg_backend_pid()
       FROM job AS j
      WHERE %(key)s::text IS NOT NULL
 )

@@ -46,15 +46,10 @@ def test_the_job_goes_on_after_an_item_failed(worker_client, job_name):
     assert (marks["state"], marks["done"], marks["failed"], marks["pending"], marks["leased"]) == ("done", 1, 1, 0, 0)
 
 
-def test_an_expired_lease_counts_as_an_attempt(worker_client, job_name):
-    from django.db import connection
-
+def test_an_expired_lease_counts_as_an_attempt(worker_client, job_name, service_time):
     job = create_job(worker_client, job_name, ["/slow"], max_attempts=1)
     take(worker_client, job["id"], "w-dead")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE shardline_item SET expires_at = now() - interval '1 second' WHERE job_id = %s", [job["id"]]
-        )
+    service_time.advance(job["lease_timeout"] + 1)
     result = take(worker_client, job["id"], "w-other")
     assert result["leases"] == []
     assert result["exhausted"] is True

@@ -1,7 +1,6 @@
 """Every (re)lease issues a new token; complete, fail and extend with an old one change nothing."""
 
 import pytest
-from django.db import connection
 
 from server.models import Item
 
@@ -10,24 +9,15 @@ from .helpers import complete, create_job, take
 pytestmark = pytest.mark.django_db
 
 
-def expire_leases(job_id):
-    # Moves expiry into the past instead of sleeping through a lease timeout.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE shardline_item SET expires_at = now() - interval '1 second' WHERE job_id = %s AND state = 'leased'",
-            [job_id],
-        )
-
-
 def watermark(client, job_id):
     return client.get(f"/api/v1/jobs/{job_id}/watermarks/").json()
 
 
 @pytest.mark.smoke
-def test_stale_token_cannot_complete(worker_client, job_name):
+def test_stale_token_cannot_complete(worker_client, job_name, service_time):
     job = create_job(worker_client, job_name, ["/only"])
     old = take(worker_client, job["id"], "slow")["leases"][0]
-    expire_leases(job["id"])
+    service_time.advance(job["lease_timeout"] + 1)  # the holder went quiet
     take(worker_client, job["id"], "fast")  # reclaims the expired lease and leases it again
     new = Item.objects.get(job_id=job["id"])
     assert new.worker == "fast" and new.state == "leased" and new.token != old["token"]
@@ -39,10 +29,10 @@ def test_stale_token_cannot_complete(worker_client, job_name):
     assert watermark(worker_client, job["id"])["done"] == 0
 
 
-def test_expired_lease_goes_to_the_next_taker_with_a_new_token(worker_client, job_name):
+def test_expired_lease_goes_to_the_next_taker_with_a_new_token(worker_client, job_name, service_time):
     job = create_job(worker_client, job_name, ["/only"], max_attempts=5)
     first = take(worker_client, job["id"], "dead")["leases"][0]
-    expire_leases(job["id"])
+    service_time.advance(job["lease_timeout"] + 1)  # the holder went quiet
     second = take(worker_client, job["id"], "alive")["leases"]
     assert [lease["item"] for lease in second] == ["/only"]
     assert second[0]["token"] != first["token"] and second[0]["id"] == first["id"]
@@ -59,10 +49,10 @@ def job_events(job_id):
     )
 
 
-def test_stale_token_cannot_fail_or_extend(worker_client, job_name):
+def test_stale_token_cannot_fail_or_extend(worker_client, job_name, service_time):
     job = create_job(worker_client, job_name, ["/only"])
     old = take(worker_client, job["id"], "slow")["leases"][0]
-    expire_leases(job["id"])
+    service_time.advance(job["lease_timeout"] + 1)  # the holder went quiet
     take(worker_client, job["id"], "fast")
     fail = worker_client.post(
         f"/api/v1/leases/{old['id']}/fail/", {"token": old["token"], "error": "boom"}, format="json"
@@ -90,10 +80,10 @@ def test_a_token_from_another_item_cannot_complete(worker_client, job_name):
     assert Item.objects.get(pk=first["id"]).state == "leased"
 
 
-def test_extend_pushes_the_expiry_forward(worker_client, job_name):
+def test_extend_pushes_the_expiry_forward(worker_client, job_name, service_time):
     job = create_job(worker_client, job_name, ["/a"], lease_timeout=600)
     lease = take(worker_client, job["id"])["leases"][0]
-    expire_leases(job["id"])
+    service_time.advance(job["lease_timeout"] + 1)  # the holder went quiet
     response = worker_client.post(f"/api/v1/leases/{lease['id']}/extend/", {"token": lease["token"]}, format="json")
     assert response.status_code == 200
     from django.utils import timezone

@@ -1,26 +1,17 @@
 """Watermarks, /metrics and the dashboard tell the truth even when no worker takes again.
 
-Time passes by moving the rows' timestamps back (the clock is never slept
-on): a lease whose holder stopped heartbeating expires, a worker that
-stopped calling is gone.
+Time passes by moving the service's time on (support.ServiceTime; the clock
+is never slept on): a lease whose holder stopped heartbeating expires, a
+worker that stopped calling is gone.
 """
 
 import re
 
 import pytest
-from django.db import connection
 
 from tests.api.helpers import create_job, take
 
 pytestmark = pytest.mark.django_db
-
-
-def age(table: str, column: str, job_id: int, seconds: float) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET {column} = {column} - make_interval(secs => %s) WHERE job_id = %s",
-            [seconds, job_id],
-        )
 
 
 def marks(client, job_id) -> dict:
@@ -30,7 +21,7 @@ def marks(client, job_id) -> dict:
 
 
 def test_an_expired_lease_is_pending_everywhere_before_anyone_takes_again(
-    worker_client, admin_client, job_name, client
+    worker_client, admin_client, job_name, client, service_time
 ):
     job = create_job(worker_client, job_name, ["/a", "/b", "/c"], lease_timeout=30)
     take(worker_client, job["id"], "w1", 2)
@@ -38,7 +29,7 @@ def test_an_expired_lease_is_pending_everywhere_before_anyone_takes_again(
     assert (before["leased"], before["pending"], before["expired"]) == (2, 1, 0)
 
     # The holder died: 31 s later its leases have expired, and nobody took since.
-    age("shardline_item", "expires_at", job["id"], 31)
+    service_time.advance(31)
     after = marks(worker_client, job["id"])
     assert (after["leased"], after["pending"], after["expired"]) == (0, 3, 2)
     assert (after["epochs"][0]["leased"], after["epochs"][0]["pending"], after["epochs"][0]["expired"]) == (0, 3, 2)
@@ -71,12 +62,12 @@ def test_eta_only_while_running_and_no_rate_or_workers_once_ended(worker_client,
     assert (cancelled["eta_seconds"], cancelled["rate_per_second"], cancelled["live_workers"]) == (None, None, None)
 
 
-def test_the_dashboard_shows_the_same_truth(worker_client, admin_client, job_name, browser_for):
+def test_the_dashboard_shows_the_same_truth(worker_client, admin_client, job_name, browser_for, service_time):
     job = create_job(worker_client, job_name, ["/a", "/b", "/c"], lease_timeout=30)
     take(worker_client, job["id"], "w1", 2)
-    age("shardline_item", "expires_at", job["id"], 31)
-    # The worker last called 95 s ago: gone (past twice the lease timeout), and the page says when to the second.
-    age("shardline_worker", "last_seen", job["id"], 95)
+    # The worker last called 95 s ago: its leases expired, it is gone (past
+    # twice the lease timeout), and the page says when to the second.
+    service_time.advance(95)
     viewer = browser_for("viewer")
     page = viewer.get(f"/jobs/{job['id']}/").content.decode()
     assert "epoch 0: 0 done, 0 leased, 3 pending, 0 failed of 3" in page
