@@ -36,6 +36,7 @@ def main():
 
     from server.models import Job
     from server.services import accounts, jobs, leases
+    from worker_sdk.protocol import Completion, TakeRequest
 
     call_command("migrate", verbosity=0, interactive=False)
     name = f"bench-pages-{args.items}"
@@ -52,8 +53,8 @@ def main():
         print(f"created job {name} ({args.items:,} items per epoch, 3 epochs) in {time.perf_counter() - began:.1f} s")
         held = []
         for round_ in range(args.done_rounds):
-            result = leases.take(job.id, f"bench-worker-{round_ % 8}", 1000, held)
-            held = [leases.Completion(lease.id, lease.token) for lease in result.leases]
+            result = leases.take(job.id, TakeRequest(f"bench-worker-{round_ % 8}", count=1000, complete=tuple(held)))
+            held = [Completion(lease.id, lease.token) for lease in result.leases]
         print(f"completed {(args.done_rounds - 1) * 1000:,} items through the lease service")
 
     user, _ = accounts.ensure_user("bench-admin", "admin")

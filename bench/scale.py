@@ -46,6 +46,7 @@ def main():
     from server import progress
     from server.models import Job
     from server.services import accounts, jobs, leases
+    from worker_sdk.protocol import Completion, TakeRequest
 
     call_command("migrate", verbosity=0, interactive=False)
     tag = uuid.uuid4().hex[:6]
@@ -85,11 +86,11 @@ def main():
         held, times = [], []
         for _ in range(args.samples):
             began = time.perf_counter()
-            result = leases.take(job.id, worker, 1, held)
+            result = leases.take(job.id, TakeRequest(worker, count=1, complete=tuple(held)))
             times.append((time.perf_counter() - began) * 1000)
-            held = [leases.Completion(lease.id, lease.token) for lease in result.leases]
+            held = [Completion(lease.id, lease.token) for lease in result.leases]
         if held:
-            leases.take(job.id, worker, 1, held)
+            leases.take(job.id, TakeRequest(worker, count=1, complete=tuple(held)))
         return statistics.median(times), percentile(times, 0.99)
 
     def watermarks_ms(job):
@@ -125,10 +126,10 @@ def main():
             done = progress.of(Job.objects.get(pk=job.id)).epochs[0].done
             if done >= until_done:
                 break
-            result = leases.take(job.id, "driver", 1000, held)
-            held = [leases.Completion(lease.id, lease.token) for lease in result.leases]
+            result = leases.take(job.id, TakeRequest("driver", count=1000, complete=tuple(held)))
+            held = [Completion(lease.id, lease.token) for lease in result.leases]
         if held:
-            leases.take(job.id, "driver", 1, held)
+            leases.take(job.id, TakeRequest("driver", count=1, complete=tuple(held)))
 
     rows = []
     measure("1,000-item job", small, "probe")

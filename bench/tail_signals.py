@@ -98,6 +98,7 @@ def wait_for(predicate, timeout: float, what: str):
 def end_waiter(index, url, key, names, jobs, out):
     """Per round: a job id arrives; each of ``names`` (a thread each) takes with wait=20 until the job is exhausted."""
     from worker_sdk.client import Client
+    from worker_sdk.protocol import TakeRequest
     from worker_sdk.transport import Transport
 
     clients = {name: Client(Transport(url, key, retry_seconds=30)) for name in names}
@@ -108,11 +109,11 @@ def end_waiter(index, url, key, names, jobs, out):
     def wait_for_end(name, job):
         takes, answer = 0, None
         while True:
-            answer = clients[name].take(job, name, wait=WAIT)
+            answer = clients[name].take(job, TakeRequest(name, wait=WAIT))
             takes += 1
-            if answer["exhausted"] or answer["leases"]:
+            if answer.exhausted or answer.leases:
                 break
-        out.put(("returned", name, (time.time(), answer["exhausted"], takes)))
+        out.put(("returned", name, (time.time(), answer.exhausted, takes)))
 
     while True:
         job = jobs.get()
@@ -127,6 +128,7 @@ def end_waiter(index, url, key, names, jobs, out):
 
 def end_of_job(url, key, waiters: int, rounds: int, vias: list[str], processes_: int) -> dict:
     from worker_sdk.client import Client
+    from worker_sdk.protocol import Completion, TakeRequest
     from worker_sdk.transport import Transport
 
     context = multiprocessing.get_context("spawn")
@@ -149,7 +151,7 @@ def end_of_job(url, key, waiters: int, rounds: int, vias: list[str], processes_:
         for round_ in range(rounds):
             via = vias[round_ % len(vias)]
             job = holder.create_job({"name": f"signals-{uuid.uuid4().hex[:8]}", "works": ["/w/0"]})["id"]
-            (held,) = holder.take(job, "holder")["leases"]
+            (held,) = holder.take(job, TakeRequest("holder")).leases
             before = metric(url, "shardline_waiting_takes")
             for pipe in pipes:
                 pipe.put(job)
@@ -157,10 +159,10 @@ def end_of_job(url, key, waiters: int, rounds: int, vias: list[str], processes_:
             time.sleep(0.3)  # settled in their waits
             sent = time.time()
             if via == "complete":
-                holder.complete(held["id"], held["token"])
+                holder.complete(held.id, held.token)
             else:
-                answer = holder.take(job, "holder", complete=[{"id": held["id"], "token": held["token"]}])
-                assert answer["completed"] == [held["id"]] and answer["exhausted"], answer
+                answer = holder.take(job, TakeRequest("holder", complete=(Completion(held.id, held.token),)))
+                assert answer.completed == (held.id,) and answer.exhausted, answer
             answered = time.time()
             for _ in range(waiters):
                 kind, _index, (returned, exhausted, takes) = out.get(timeout=WAIT + 30)

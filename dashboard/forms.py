@@ -5,8 +5,9 @@ from django import forms
 from django.conf import settings
 
 from server import selectors
-from server.api.serializers import MAX_WORKER_LENGTH, JobCreateSerializer
+from server.api.serializers import JobCreateSerializer
 from server.models import JobState
+from worker_sdk.protocol import MAX_WORKER_LENGTH
 
 
 class JobForm(forms.Form):

@@ -30,17 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 
 from a2wsgi import WSGIMiddleware
+
+from worker_sdk import protocol
 
 from . import body_limits, memory, metrics, parking, waiting
 from .api.waits import GATEWAY_HEADER, WAIT_HEADER, Wait
 
-# The requests that may wait: a take, and the heartbeat of many leases.
-WAITING = re.compile(r"^/api/v1/(jobs/\d+/leases|leases/extend)/$")
-# A waiting take's answer once its job is done (what running it would answer).
-ENDED = {"exhausted": True, "retry_after": None, "leased_by_you": 0, "leased_by_others": 0, "waiting_on": 0}
 # A take or a heartbeat body is small; a larger one runs without waiting.
 MAX_KEPT_BODY = 1 << 20
 
@@ -70,7 +67,7 @@ class Gateway:
                 return await _too_large(send, limit)
             headers = [(n, v) for n, v in headers if n != b"transfer-encoding"] + [(b"content-length", b"%d" % size)]
             receive = _replay_chunks(chunks, receive)
-        if scope["method"] != "POST" or not WAITING.match(scope["path"]):
+        if scope["method"] != "POST" or not protocol.may_wait(scope["path"]):
             try:
                 return await self.inner({**scope, "headers": headers}, receive, send)
             finally:
@@ -131,11 +128,11 @@ class Gateway:
                         parked_takes.leave(entry, loop.time())
                         entry = None
                 note = woken.result()
-                if note == waiting.JOB_DONE and parking.TAKE.match(scope["path"]):
+                if note == waiting.JOB_DONE and protocol.take_job(scope["path"]) is not None:
                     # The job is done: every take of it would say so, without a statement each.
                     if key is not None:
                         parked_takes.drop(key)
-                    return await answer.forward(send, ENDED)
+                    return await answer.forward(send, protocol.ENDED)
                 if note is None and wake_at is not None and loop.time() >= wake_at:
                     # The expiry it saw has come; heartbeats may have moved it.
                     seconds = await parked_takes.recheck(wait.job)

@@ -30,17 +30,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
+
+from worker_sdk import protocol
 
 from . import metrics
 
 log = logging.getLogger("shardline.waiting")
 
-TAKE = re.compile(r"^/api/v1/jobs/(\d+)/leases/$")
 # An entry nobody has used for this long is dropped (its worker went away).
 UNUSED_SECONDS = 120.0
 # Revoked key hashes remembered, so that a take that was waiting when its
@@ -57,6 +57,7 @@ class Key:
     path: str
     authorization: bytes
     body: bytes
+    worker: str = field(compare=False)  # the body's, as parsed
 
 
 @dataclass
@@ -76,18 +77,18 @@ class Parked:
 
 def key_of(path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> Key | None:
     """The key of a take that may be parked: a wait, no completions, a token; None for any other request."""
-    if settings.SHARDLINE_TOKEN_CACHE_SECONDS <= 0 or not TAKE.match(path):
+    if settings.SHARDLINE_TOKEN_CACHE_SECONDS <= 0 or protocol.take_job(path) is None:
         return None
     authorization = next((value for name, value in headers if name == b"authorization"), b"")
     if not authorization.lower().startswith(b"token "):
         return None
     try:
-        data = json.loads(body)
-    except ValueError:
+        take = protocol.TakeRequest.parse(json.loads(body), settings.SHARDLINE_MAX_TAKE)
+    except ValueError:  # not JSON, or not a take: Django answers it, unparked
         return None
-    if not isinstance(data, dict) or data.get("complete") or not data.get("wait") or not data.get("worker"):
+    if take.complete or not take.wait:
         return None
-    return Key(path, authorization, body)
+    return Key(path, authorization, body, take.worker)
 
 
 class Parking:
@@ -155,14 +156,13 @@ class Parking:
     def put(self, key: Key, answer, wait, since: int, wake_at: float | None, now: float) -> None:
         from .services.accounts import hash_key
 
-        data = json.loads(key.body)
         token = key.authorization.split(None, 1)[1].decode("latin1").strip()
         entry = self._entries.get(key)
         if entry is None:
             digest = hash_key(token)
             if digest in self._revoked:
                 return  # revoked while this take waited: its repeat runs, and is refused
-            entry = Parked(answer, wait, since, wake_at, wait.job, str(data["worker"]), digest, now)
+            entry = Parked(answer, wait, since, wake_at, wait.job, key.worker, digest, now)
             self._entries[key] = entry
         entry.answer, entry.wait, entry.since, entry.wake_at, entry.used_at = answer, wait, since, wake_at, now
         self._start()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from .protocol import TakeAnswer, TakeRequest, take_path
 from .transport import Transport
 
 
@@ -42,46 +43,15 @@ class Client:
             "GET", f"/api/v1/jobs/{job_id}/items/", params={**filters, "format": "csv"}, raw=True
         )
 
-    def take(
-        self,
-        job_id: int,
-        worker: str,
-        count: int = 1,
-        complete: list[dict] = (),
-        consumer: str | None = None,
-        wait: float = 0.0,
-        tracks: bool = False,
-        upto_epoch: int | None = None,
-        sync: bool = False,
-        max_records: int | None = None,
-        from_epoch: int | None = None,
-    ) -> dict:
-        """``wait``: seconds the server may hold the take when nothing can be leased yet (it answers when work comes).
-
-        ``tracks``: the caller claims records and answers splits (worker_sdk.tracker).
-        ``upto_epoch``, ``sync``, ``max_records``: a rank of synchronous training (worker_sdk.sync).
-        """
-        body = {"worker": worker, "count": count, "complete": list(complete)}
-        if consumer is not None:
-            body["consumer"] = consumer
-        if wait:
-            body["wait"] = wait
-        if tracks:
-            body["tracks"] = True
-        if upto_epoch is not None:
-            body["upto_epoch"] = upto_epoch
-        if sync:
-            body["sync"] = True
-        if max_records is not None:
-            body["max_records"] = max_records
-        if from_epoch is not None:
-            body["from_epoch"] = from_epoch
+    def take(self, job_id: int, request: TakeRequest) -> TakeAnswer:
+        """Leases the next items of the job, completing the request's finished ones first (worker_sdk.protocol)."""
         # One key per take, reused by the transport's retries: a take whose
         # answer was lost is answered again, not given more items.
         key = uuid.uuid4().hex
-        return self.transport.request(
-            "POST", f"/api/v1/jobs/{job_id}/leases/", json=body, idempotency_key=key, server_wait=wait
+        raw = self.transport.request(
+            "POST", take_path(job_id), json=request.to_json(), idempotency_key=key, server_wait=request.wait
         )
+        return TakeAnswer.from_json(raw)
 
     def resume_leases(self, job_id: int, worker: str) -> dict:
         """A restarted worker's own leases (held under ``worker`` by this token's user), back with new tokens."""

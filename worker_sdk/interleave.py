@@ -26,7 +26,7 @@ import time
 from typing import Callable, Iterable, Iterator
 
 from . import stall
-from .leaser import Lease
+from .protocol import Lease
 from .stream import QueueExhausted, Stream
 
 _PUT_POLL = 0.1  # seconds between checks for a closed consumer while the buffer is full

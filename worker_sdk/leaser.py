@@ -23,15 +23,14 @@ the server answers that it is done.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import threading
 import weakref
-from dataclasses import dataclass
 from typing import Callable
 
 from . import errors, stall
 from .client import Client
+from .protocol import Completion, Lease, TakeAnswer, TakeRequest, TakeScope
 from .tracker import RangeTracker
 
 log = logging.getLogger("worker_sdk")
@@ -48,43 +47,6 @@ HEARTBEAT_WAIT = 3.0
 # out behind it: a web server's outage under the service clock's GAP is not
 # given back, so a beat, the outage and the retry must fit in a lease.
 HEARTBEAT_RETRY_PACE = 1.0
-
-
-@dataclass(frozen=True)
-class Lease:
-    id: int
-    token: int
-    item: str
-    epoch: int
-    position: int
-    offset: int | None = None  # a slice's first byte, when known: readers seek straight to it
-    start: int | None = None  # a slice's record range [start, end) as leased
-    end: int | None = None
-    # (record, byte): where a record at or before ``start`` begins, for a
-    # reader to seek to and skip from (a split's remainder has no offset).
-    seek: tuple[int, int] | None = None
-    # What a table slice's reader needs beyond the item (the API's lease
-    # `source`): a dict, so not hashed.
-    source: dict | None = dataclasses.field(default=None, hash=False, compare=False)
-    # A work found only in a LocalWorkMgr's folder: read first, as DeepRec
-    # reads it, and never sent to the server (it is no item of the job).
-    local: bool = False
-
-    @classmethod
-    def from_answer(cls, raw: dict) -> "Lease":
-        seek = raw.get("seek")
-        return cls(
-            raw["id"],
-            raw["token"],
-            raw["item"],
-            raw["epoch"],
-            raw["position"],
-            raw.get("offset"),
-            raw.get("start"),
-            raw.get("end"),
-            tuple(seek) if seek else None,
-            raw.get("source"),
-        )
 
 
 class Leaser:
@@ -170,20 +132,14 @@ class Leaser:
                 self.on_leased(lease)
 
     def take(
-        self,
-        finished: list[Lease] = (),
-        tracks: bool = False,
-        upto_epoch: int | None = None,
-        sync: bool = False,
-        max_records: int | None = None,
-        from_epoch: int | None = None,
-        wait: bool = True,
-    ) -> tuple[list[Lease], dict]:
-        """Acknowledges ``finished`` (and any earlier finished lease) and leases one item, in one request.
+        self, finished: list[Lease] = (), scope: TakeScope = TakeScope(), tracks: bool = False, wait: bool = True
+    ) -> tuple[list[Lease], TakeAnswer]:
+        """Acknowledges ``finished`` (and any earlier finished lease) and leases one item of ``scope``, in one request.
 
         Returns (new leases, the server's answer). If the request fails, the
-        finished leases stay held and go with the next request. ``wait``:
-        the server may hold a take that finds nothing (TAKE_WAIT seconds).
+        finished leases stay held and go with the next request. ``tracks``:
+        the caller claims records and answers splits (worker_sdk.tracker).
+        ``wait``: the server may hold a take that finds nothing (TAKE_WAIT seconds).
         """
         with self._lock:
             for lease in finished:
@@ -191,26 +147,21 @@ class Leaser:
                     self._finished[lease.id] = lease
             if self._first:
                 # The finished ones go with the next take (held until then).
-                first = self._first.popleft()
-                return [first], {"leases": [], "exhausted": False, "retry_after": None, "waiting_on": None}
+                return [self._first.popleft()], TakeAnswer()
         sent = self._start_sending()
+        request = TakeRequest(
+            self.worker,
+            consumer=self.consumer,
+            complete=tuple(Completion(lease.id, lease.token) for lease in sent),
+            wait=TAKE_WAIT if wait else 0.0,
+            tracks=tracks,
+            scope=scope,
+        )
         try:
-            answer = self.client.take(
-                self.job_id,
-                self.worker,
-                1,
-                [{"id": lease.id, "token": lease.token} for lease in sent],
-                consumer=self.consumer,
-                wait=TAKE_WAIT if wait else 0.0,
-                tracks=tracks,
-                upto_epoch=upto_epoch,
-                sync=sync,
-                max_records=max_records,
-                from_epoch=from_epoch,
-            )
+            answer = self.client.take(self.job_id, request)
         finally:
             self._stop_sending(sent)
-        leases = [Lease.from_answer(raw) for raw in answer["leases"]]
+        leases = list(answer.leases)
         with self._lock:
             for lease in sent:
                 self._finished.pop(lease.id, None)
@@ -220,7 +171,7 @@ class Leaser:
         if self.on_leased is not None:
             for lease in leases:
                 self.on_leased(lease)
-        for lease_id in answer.get("lost", []):
+        for lease_id in answer.lost:
             self._lost(lease_id, "its completion was refused")
         return leases, answer
 

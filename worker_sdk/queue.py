@@ -20,8 +20,9 @@ from contextlib import closing, contextmanager
 from . import at_exit, errors, resumable
 from . import tf as tf_support
 from .client import Client
-from .leaser import HandedLeases, Lease, Leaser
+from .leaser import HandedLeases, Leaser
 from .names import default_worker_name, job_name_for, job_parts
+from .protocol import Lease
 from .ranges import ranges
 from .stream import QueueExhausted, Stream
 from .transport import Transport
@@ -245,9 +246,7 @@ class WorkQueue:
             Lease(-(n + 1), 0, (self.prefix or "") + work, 0, n, local=True)
             for n, work in enumerate(manager.local_only(self._works, bool(self.num_slices)))
         ]
-        resumed = [
-            Lease.from_answer(raw) for raw in self._client.resume_leases(job["id"], self._worker_name())["leases"]
-        ]
+        resumed = [Lease.from_json(raw) for raw in self._client.resume_leases(job["id"], self._worker_name())["leases"]]
         if local or resumed:
             log.info(
                 "work queue %s: worker %s restarted: %d works found only in %s read first, %d of its leases taken back",

@@ -21,7 +21,7 @@ from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
 from . import formats, readers
-from .leaser import Lease
+from .protocol import Lease
 from .stream import Stream
 from .tracker import RangeTracker
 

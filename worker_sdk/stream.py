@@ -22,7 +22,8 @@ import threading
 from typing import Callable, Iterable, Iterator
 
 from . import errors, stall
-from .leaser import Lease, Leaser, mark_at_end, process_waits
+from .leaser import Leaser, mark_at_end, process_waits
+from .protocol import Lease, TakeAnswer, TakeScope
 from .tracker import RangeTracker
 
 log = logging.getLogger("worker_sdk")
@@ -38,7 +39,7 @@ def exhausted_message(name: str) -> str:
     return f"All works in work queue {name} are taken."
 
 
-def queue_ended(answer: dict, known: int) -> bool:
+def queue_ended(answer: TakeAnswer, known: int) -> bool:
     """The end-of-queue rule, for a take that leased nothing.
 
     The queue has ended for a consumer when the job is exhausted, or when no
@@ -48,12 +49,11 @@ def queue_ended(answer: dict, known: int) -> bool:
     know of (a take whose answer was lost: it is waited out, so that its
     expiry hands the item to a worker).
     """
-    if answer["exhausted"]:
+    if answer.exhausted:
         return True
-    waiting_on = answer.get("waiting_on")
-    if waiting_on is None:  # items pending, an epoch being created, a pause: not an end
+    if answer.waiting_on is None:  # items pending, an epoch being created, a pause: not an end
         return False
-    return waiting_on == 0 and (answer.get("leased_by_you") or 0) <= known
+    return answer.waiting_on == 0 and (answer.leased_by_you or 0) <= known
 
 
 class Budget:
@@ -140,37 +140,33 @@ class Stream:
             while True:
                 self.taking = True
                 try:
-                    leases, answer = leaser.take(
-                        finished,
-                        self.tracks,
-                        self.upto_epoch,
-                        self.sync,
-                        self.budget and self.budget.left,
-                        self.from_epoch,
-                        wait=wait,
-                    )
+                    leases, answer = leaser.take(finished, self.scope(), self.tracks, wait=wait)
                 finally:
                     self.taking = False
                 finished = []
-                self._say_paused(answer.get("paused"))
-                self._say_slicing(answer.get("slicing"))
+                self._say_paused(answer.paused)
+                self._say_slicing(answer.slicing)
                 if leases:
                     self.open.append(leases[0])
                     return leases[0]
                 if queue_ended(answer, leaser.known()):
                     self.ended = True
                     raise QueueExhausted(exhausted_message(self.name))
-                if answer.get("waiting_on") is not None:
+                if answer.waiting_on is not None:
                     mark_at_end(self, True)
                     if not wait:
                         wait = True
                         continue  # marked: now wait on the server
                 wait = True
                 # Jitter keeps the idle workers at the end of a job from polling in step.
-                if self._stopped.wait((answer["retry_after"] or 0.05) * random.uniform(0.5, 1.0)):
+                if self._stopped.wait((answer.retry_after or 0.05) * random.uniform(0.5, 1.0)):
                     raise QueueExhausted(f"work queue {self.name}: the consumer stopped")
         finally:
             mark_at_end(self, self._holds_at_end())
+
+    def scope(self) -> TakeScope:
+        """What its next take may lease: its epochs, and at most the records its budget has left."""
+        return TakeScope(self.upto_epoch, self.from_epoch, self.sync, self.budget and self.budget.left)
 
     def _say_paused(self, paused: str | None) -> None:
         if paused and paused != self._paused:

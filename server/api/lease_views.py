@@ -40,68 +40,25 @@ class TakeView(APIView):
         summary="Lease the next items (and complete earlier ones in the same request)",
     )
     def post(self, request, job_id: int):
-        data = take_body.parse_take(request.data)
+        take = take_body.parse_take(request.data)
         caller = caller_of(request)
-        completions = [lease_service.Completion(c["id"], c["token"], c["records"]) for c in data["complete"]]
         results = []
 
-        def take(key: str | None) -> lease_service.TakeResult:
-            results.append(
-                lease_service.take(
-                    job_id,
-                    data["worker"],
-                    data["count"],
-                    completions,
-                    consumer=data["consumer"],
-                    key=key,
-                    tracks=data["tracks"],
-                    upto=data["upto_epoch"],
-                    sync=data["sync"],
-                    max_records=data["max_records"],
-                    from_epoch=data["from_epoch"],
-                    caller=caller,
-                )
-            )
+        def run(key: str | None) -> lease_service.TakeResult:
+            results.append(lease_service.take(job_id, take, key, caller))
             return results[-1]
 
         key = request.headers.get("Idempotency-Key")
-        response = Response(request_service.answer_once(job_id, key, completions, take, _take_answer, caller))
-        if data["wait"] and results and results[-1].waitable:
+        response = Response(request_service.answer_once(job_id, key, take.complete, run, _take_answer, caller))
+        if take.wait and results and results[-1].waitable:
             result = results[-1]
-            wait = waits.Wait(data["wait"], job_id, result.waiting_on or 0, result.wake_by, taker=data["worker"])
+            wait = waits.Wait(take.wait, job_id, result.waiting_on or 0, result.wake_by, taker=take.worker)
             waits.offer(request, response, wait)
         return response
 
 
-def _lease_answer(lease: lease_service.Lease) -> dict:
-    return {
-        "id": lease.id,
-        "token": lease.token,
-        "item": lease.item,
-        "epoch": lease.epoch,
-        "position": lease.position,
-        "expires_at": lease.expires_at,
-        "offset": lease.offset,
-        "start": lease.start,
-        "end": lease.end,
-        "seek": lease.seek,
-        "source": lease.source,
-    }
-
-
 def _take_answer(result: lease_service.TakeResult) -> dict:
-    return {
-        "leases": [_lease_answer(lease) for lease in result.leases],
-        "exhausted": result.exhausted,
-        "retry_after": result.retry_after,
-        "completed": sorted(result.completed),  # sorted: a repeat's answer is the same list
-        "lost": sorted(result.lost),
-        "leased_by_you": result.leased_by_you,
-        "leased_by_others": result.leased_by_others,
-        "waiting_on": result.waiting_on,
-        "paused": result.paused,
-        "slicing": result.slicing,
-    }
+    return result.answer().to_json()
 
 
 class ResumeLeasesView(APIView):
@@ -114,7 +71,7 @@ class ResumeLeasesView(APIView):
         data = validated(s.ResumeLeasesSerializer, request.data).validated_data
         visible_job(request, job_id)
         leases = lease_service.resume(job_id, data["worker"], caller_of(request))
-        return Response({"leases": [_lease_answer(lease) for lease in leases]})
+        return Response({"leases": [lease.to_json() for lease in leases]})
 
 
 class CompleteView(APIView):

@@ -1,7 +1,7 @@
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import Cursor, CursorPagination, PageNumberPagination
 
-from .serializers import BIGINT_MAX
+from worker_sdk.protocol import BIGINT_MAX
 
 
 def _bounded(request, name: str, low: int, high: int) -> int | None:

@@ -13,6 +13,7 @@ from rest_framework import serializers
 from rest_framework.fields import ProhibitNullCharactersValidator
 
 from worker_sdk import formats
+from worker_sdk.protocol import BIGINT_MAX, MAX_EPOCHS, MAX_TAKE_WAIT, MAX_WORKER_LENGTH
 
 from ..models import ItemState
 from ..services.jobs import JobSpec
@@ -27,13 +28,7 @@ MAX_ITEM_LENGTH = 4096
 # schema allows is never refused as empty once stripped.
 _SPACE = r" \t\n\x0b\x0c\r\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 WORK_PATTERN = rf"^[^\x00]*[^\x00{_SPACE}][^\x00]*$"
-MAX_WORKER_LENGTH = 255
 MAX_ERROR_LENGTH = 8192
-BIGINT_MAX = 2**63 - 1
-# The longest a take may wait server-side (seconds): well under the SDK's
-# read timeout and the proxies' usual 60 s.
-MAX_TAKE_WAIT = 30
-MAX_EPOCHS = 10_000
 
 
 class WholeMatch(RegexValidator):

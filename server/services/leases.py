@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
 
 from django.db import transaction
+
+from worker_sdk.protocol import Completion, Lease, TakeAnswer, TakeRequest
 
 from .. import clock, metrics, sql
 from ..callers import SERVER, Caller
@@ -35,44 +36,16 @@ RETRY_MAX = 1.0  # waiting workers at the end of a job should see a failed or ex
 REQUEST_KEY_TTL = 600
 
 
-@dataclass(frozen=True)
-class Lease:
-    id: int
-    token: int
-    item: str
-    epoch: int
-    position: int
-    expires_at: datetime
-    offset: int | None = None  # byte offset of the first record, when known
-    start: int | None = None  # the record range [start, end), for a slice
-    end: int | None = None
-    # (record, byte): where a record at or before ``start`` begins in the
-    # file, for a reader to seek to and skip from (a split's remainder has
-    # no offset of its own; its slice's first record is the nearest known).
-    seek: tuple[int, int] | None = None
-    # What a table slice's reader needs beyond the item (models.Unit.source).
-    source: dict | None = None
-
-    @classmethod
-    def from_row(cls, row) -> "Lease":
-        """A lease from a row of take.sql or recorded_leases.sql: its own range, or its unit's."""
-        start = row.unit_start if row.range_start is None else row.range_start
-        end = row.unit_end if row.range_end is None else row.range_end
-        offset = row.offset if start == row.unit_start else None  # a remainder starts inside its slice
-        seek = None if row.offset is None else (row.unit_start, row.offset)
-        source = row.source
-        if isinstance(source, str):
-            source = json.loads(source)
-        return cls(
-            row.id, row.token, row.item, row.epoch, row.position, row.expires_at, offset, start, end, seek, source
-        )
-
-
-@dataclass(frozen=True)
-class Completion:
-    id: int
-    token: int
-    records: int | None = None
+def lease_of(row) -> Lease:
+    """The lease of a row of take.sql or recorded_leases.sql: its own range, or its unit's."""
+    start = row.unit_start if row.range_start is None else row.range_start
+    end = row.unit_end if row.range_end is None else row.range_end
+    offset = row.offset if start == row.unit_start else None  # a remainder starts inside its slice
+    seek = None if row.offset is None else (row.unit_start, row.offset)
+    source = row.source
+    if isinstance(source, str):
+        source = json.loads(source)
+    return Lease(row.id, row.token, row.item, row.epoch, row.position, row.expires_at, offset, start, end, seek, source)
 
 
 @dataclass
@@ -102,59 +75,50 @@ class TakeResult:
     # Why nothing comes after a long wait for slicing (models.SLICING_PATIENCE).
     slicing: str | None = None
 
+    def answer(self) -> TakeAnswer:
+        """What the caller is told (the wire's take answer)."""
+        return TakeAnswer(
+            leases=tuple(self.leases),
+            exhausted=self.exhausted,
+            retry_after=self.retry_after,
+            completed=tuple(self.completed),
+            lost=tuple(self.lost),
+            leased_by_you=self.leased_by_you,
+            leased_by_others=self.leased_by_others,
+            waiting_on=self.waiting_on,
+            paused=self.paused,
+            slicing=self.slicing,
+        )
 
-def take(
-    job_id: int,
-    worker: str,
-    count: int = 1,
-    completions: list[Completion] = (),
-    consumer: str | None = None,
-    key: str | None = None,
-    tracks: bool = False,
-    upto: int | None = None,
-    sync: bool = False,
-    max_records: int | None = None,
-    from_epoch: int | None = None,
-    caller: Caller = SERVER,
-) -> TakeResult:
-    """Completes the caller's finished leases, then leases up to ``count`` items.
+
+def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Caller = SERVER) -> TakeResult:
+    """Completes the caller's finished leases, then leases up to ``request.count`` items in its scope.
 
     ``caller``: whose leases these become (and whose completions count), and
     the jobs it may see: a job out of its scope is not found.
 
-    ``consumer`` names the process that uses what ``worker`` reads (default:
-    the worker itself); see at_end.sql for why the server needs to know.
-    ``key`` (an Idempotency-Key) is recorded with the leases of the first
-    statement; a repeat of it fails that statement (services/requests.py).
-    ``tracks``: the caller claims records and answers splits (services/splits.py).
-    ``upto``: lease only items of epochs up to this one (a synchronous
-    training epoch reads what earlier epochs left, then its own), and with
-    ``from_epoch`` from this one on (an epoch read alone). ``sync``:
-    the caller is a rank of synchronous training, whose peers finish their
-    leases only when this rank keeps training: nothing pending (up to
-    ``upto``) is its end, and no split is asked for it. ``max_records``: a
-    lease of a longer record range leases only its first ones, and the rest
-    stays pending (cut in this take's transaction, so no other taker finds
-    the range held meanwhile): a synchronous rank's quota.
+    ``request.consumer`` names the process that uses what the worker reads;
+    see at_end.sql for why the server needs to know. ``key`` (an
+    Idempotency-Key) is recorded with the leases of the first statement; a
+    repeat of it fails that statement (services/requests.py). The scope's
+    ``max_records`` cuts a lease of a longer record range in this take's
+    transaction, so no other taker finds the range held meanwhile.
 
     In steady state this is one statement (take.sql): one round trip and one
     commit per request. More run only at the edges: right after expired leases
     were taken back, at an epoch boundary, and when nothing could be leased.
     """
-    if max_records is not None:
+    scope = request.scope
+    if scope.max_records is not None:
         with transaction.atomic():
-            result = take(
-                job_id, worker, count, completions, consumer, key, tracks, upto, sync, None, from_epoch, caller
-            )
-            result.leases = [splits.trim(lease, max_records, caller) for lease in result.leases]
+            result = take(job_id, replace(request, scope=replace(scope, max_records=None)), key, caller)
+            result.leases = [splits.trim(lease, scope.max_records, caller) for lease in result.leases]
             return result
-    consumer = consumer or worker
+    count = request.count
     with metrics.timed("take"):
-        scope = (upto, sync, from_epoch)
-        job, leases, reclaimed, completed = _take_once(
-            job_id, worker, consumer, count, tracks, caller, completions, key, scope
-        )
+        job, leases, reclaimed, completed = _take_once(job_id, request, count, caller, request.complete, key)
         deferred = job["deferred"]
+        completions = request.complete
         lost = _lost(completions, completed, caller) if len(completed) < len(completions) else []
         metrics.LEASE_ITEMS.labels("complete").inc(len(completed))
         result = TakeResult(
@@ -166,14 +130,15 @@ def take(
             return _not_active(job_id, state, result)
 
         if len(leases) < count and reclaimed and not deferred:
-            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks, caller, scope=scope)[1]
+            leases += _take_once(job_id, request, count - len(leases), caller)[1]
         epoch = job["epochs_materialised"]
+        upto = scope.upto_epoch
         last = job["num_epochs"] if upto is None else min(job["num_epochs"], upto + 1)
         while len(leases) < count and epoch < last and not deferred:
             if not units.materialise_epoch(job_id, epoch):
                 break  # another taker holds the job row: it is creating this epoch
             epoch += 1
-            leases += _take_once(job_id, worker, consumer, count - len(leases), tracks, caller, scope=scope)[1]
+            leases += _take_once(job_id, request, count - len(leases), caller)[1]
 
         if leases:
             if state == JobState.READY:
@@ -183,7 +148,7 @@ def take(
         else:
             # The job can end here only if this take may lease from its last epoch.
             final = upto is None or upto >= job["num_epochs"] - 1
-            _nothing_leased(job_id, worker, consumer, epoch < last, final, result, scope)
+            _nothing_leased(job_id, request, epoch < last, final, result)
             if result.exhausted:
                 jobs.mark_done(job_id)
         metrics.LEASE_ITEMS.labels("take").inc(len(leases))
@@ -213,26 +178,19 @@ def _not_active(job_id: int, state: str, result: TakeResult) -> TakeResult:
 
 def _take_once(
     job_id: int,
-    worker: str,
-    consumer: str,
+    request: TakeRequest,
     count: int,
-    tracks: bool,
     caller: Caller,
-    completions=(),
+    completions: tuple[Completion, ...] = (),
     key: str | None = None,
-    scope: tuple = (None, False, None),
 ) -> tuple[dict, list[Lease], int, list[int]]:
-    """Runs take.sql: returns (job state and epochs, leases, leases reclaimed, completions accepted).
-
-    ``scope``: (upto, sync, from_epoch) as ``take`` says.
-    """
-    upto, sync, from_epoch = scope
+    """Runs take.sql for ``count`` items: returns (job state and epochs, leases, leases reclaimed, completions accepted)."""
     rows = sql.run(
         "take",
         {
             "job": job_id,
-            "worker": worker,
-            "consumer": consumer,
+            "worker": request.worker,
+            "consumer": request.taker,
             "count": count,
             "ids": [c.id for c in completions],
             "tokens": [c.token for c in completions],
@@ -240,10 +198,8 @@ def _take_once(
             "tail_window": TAIL_WINDOW,
             "key": key,
             "ttl": REQUEST_KEY_TTL,
-            "tracks": tracks,
-            "upto": upto,
-            "sync": sync,
-            "from": from_epoch,
+            "tracks": request.tracks,
+            **request.scope.sql(),
             **caller.sql,
         },
     )
@@ -253,7 +209,7 @@ def _take_once(
     if first.reclaimed:
         metrics.LEASES_RECLAIMED.inc(first.reclaimed)
         log.info("expired leases taken back", extra={"event": "lease_expired", "job": job_id, "count": first.reclaimed})
-    leases = [Lease.from_row(row) for row in rows if row.id is not None]
+    leases = [lease_of(row) for row in rows if row.id is not None]
     job = {
         "state": first.state,
         "num_epochs": first.num_epochs,
@@ -263,33 +219,24 @@ def _take_once(
     return job, leases, first.reclaimed, list(first.completed)
 
 
-def answer_again(job_id: int, key: str, completions: list[Completion], caller: Caller = SERVER) -> TakeResult:
+def answer_again(job_id: int, key: str, completions: tuple[Completion, ...], caller: Caller = SERVER) -> TakeResult:
     """A repeat's answer, from the request's record: its leases still held, and its completions as accepted."""
-    leases = [Lease.from_row(row) for row in sql.run("recorded_leases", {"job": job_id, "key": key, **caller.sql})]
+    leases = [lease_of(row) for row in sql.run("recorded_leases", {"job": job_id, "key": key, **caller.sql})]
     completed: list[int] = []
     lost = _lost(completions, completed, caller) if completions else []
     retry_after = None if leases else RETRY_PENDING_LOCKED
     return TakeResult(leases=leases, exhausted=False, retry_after=retry_after, completed=completed, lost=lost)
 
 
-def _nothing_leased(
-    job_id: int,
-    worker: str,
-    consumer: str,
-    epochs_left: bool,
-    final: bool,
-    result: TakeResult,
-    scope: tuple = (None, False, None),
-) -> None:
+def _nothing_leased(job_id: int, request: TakeRequest, epochs_left: bool, final: bool, result: TakeResult) -> None:
     """Fills in exhausted, retry_after and the lease counts of a take that got nothing.
 
     ``final``: the take may lease from the job's last epoch, so nothing left
-    for it is the job's end (with ``upto`` below it, only the caller's).
+    for it is the job's end (with ``upto_epoch`` below it, only the caller's).
     """
-    upto, sync, from_epoch = scope
+    worker = request.worker
     has_pending, seconds_to_expiry, mine, others, waiting_on = sql.run(
-        "at_end",
-        {"job": job_id, "worker": worker, "consumer": consumer, "upto": upto, "sync": sync, "from": from_epoch},
+        "at_end", {"job": job_id, "worker": worker, "consumer": request.taker, **request.scope.sql()}
     )[0]
     if has_pending:
         result.retry_after = RETRY_PENDING_LOCKED
@@ -304,7 +251,7 @@ def _nothing_leased(
         result.retry_after = round(min(max(float(seconds_to_expiry), 0.1), RETRY_MAX), 3)
         result.leased_by_you, result.leased_by_others, result.waiting_on = mine, others, waiting_on
         result.wake_by = max(float(seconds_to_expiry), 0.0)
-        if not sync and splits.request(job_id, worker):
+        if not request.scope.sync and splits.request(job_id, worker):
             # Unread records of a lease are being split off for this worker:
             # worth waiting for, and soon.
             result.retry_after = splits.TAIL_HEARTBEAT
@@ -369,9 +316,7 @@ def resume(job_id: int, worker: str, caller: Caller = SERVER) -> list[Lease]:
     expired and went to others, or it is new).
     """
     with metrics.timed("resume"):
-        leases = [
-            Lease.from_row(row) for row in sql.run("resume_leases", {"job": job_id, "worker": worker, **caller.sql})
-        ]
+        leases = [lease_of(row) for row in sql.run("resume_leases", {"job": job_id, "worker": worker, **caller.sql})]
     if leases:
         log.info(
             "leases resumed by a restarted worker",

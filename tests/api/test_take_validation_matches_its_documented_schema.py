@@ -1,5 +1,7 @@
 """parse_take, the take's one validator, accepts exactly what the published OpenAPI schema describes."""
 
+import dataclasses
+
 import jsonschema
 import pytest
 from django.conf import settings
@@ -7,6 +9,7 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework import serializers
 
 from server.api.take_body import parse_take
+from worker_sdk.protocol import Completion, Lease, TakeAnswer, TakeRequest, TakeScope
 
 # JSON bodies as a worker could send them: valid ones, and each way to be wrong.
 CASES = [
@@ -118,15 +121,30 @@ def test_the_validator_refuses_more_than_the_schema_can_say(take_schema, data):
 
 
 def test_a_valid_body_is_stripped_and_completed_with_defaults():
-    assert parse_take({"worker": " w ", "complete": [{"id": 1, "token": 2}]}) == {
-        "worker": "w",
-        "consumer": "w",
-        "count": 1,
-        "complete": [{"id": 1, "token": 2, "records": None}],
-        "wait": 0.0,
-        "tracks": False,
-        "upto_epoch": None,
-        "from_epoch": None,
-        "sync": False,
-        "max_records": None,
-    }
+    assert parse_take({"worker": " w ", "complete": [{"id": 1, "token": 2}]}) == TakeRequest(
+        worker="w", consumer="w", count=1, complete=(Completion(1, 2, None),), wait=0.0, tracks=False, scope=TakeScope()
+    )
+
+
+@pytest.mark.parametrize("data", [c for c in CASES if validator_accepts(c)], ids=lambda c: repr(c)[:40])
+def test_what_the_sdk_sends_parses_back_to_the_same_request(data):
+    # The SDK's client sends TakeRequest.to_json(): the server must read the same request from it.
+    request = parse_take(data)
+    assert parse_take(request.to_json()) == request
+
+
+def test_the_schema_documents_every_field_of_the_protocols_request(take_schema):
+    name = take_schema["$ref"].rsplit("/", 1)[1]
+    documented = set(take_schema["components"]["schemas"][name]["properties"])
+    fields = {f.name for f in dataclasses.fields(TakeRequest) if f.name != "scope"}
+    assert documented == fields | {f.name for f in dataclasses.fields(TakeScope)}
+
+
+def test_a_take_answer_reads_back_as_rendered():
+    lease = Lease(7, 9, "/a", 0, 3, None, 0, 10, 20, (10, 0), {"table": "t"})
+    answer = TakeAnswer(leases=(lease,), completed=(5, 2), lost=(4,), waiting_on=0, leased_by_you=1)
+    rendered = answer.to_json()
+    assert rendered["completed"] == [2, 5] and rendered["leases"][0]["seek"] == [10, 0]
+    assert TakeAnswer.from_json(rendered) == TakeAnswer(
+        leases=(lease,), completed=(2, 5), lost=(4,), waiting_on=0, leased_by_you=1
+    )

@@ -30,6 +30,7 @@ from server import progress
 from server.errors import InvalidTransition, LeaseLost
 from server.models import Job
 from server.services import heartbeats, jobs, leases, snapshots
+from worker_sdk.protocol import Completion, TakeRequest
 
 pytestmark = pytest.mark.django_db
 
@@ -98,7 +99,9 @@ class LeaseMachine(RuleBasedStateMachine):
     def take(self, data, worker, count):
         pairs = self.pairs(data)
         before = rows(self.job_id, [i for i, _ in pairs])
-        result = leases.take(self.job_id, worker, count, [leases.Completion(i, t) for i, t in pairs])
+        result = leases.take(
+            self.job_id, TakeRequest(worker, count=count, complete=tuple([Completion(i, t) for i, t in pairs]))
+        )
         # A lease that expired but was not taken back yet may go either way
         # in a take: the take reclaims expired leases in the same statement.
         must = {i for i, t in pairs if (live(before.get(i), t) and not before[i][2]) or repeat(before.get(i), t)}

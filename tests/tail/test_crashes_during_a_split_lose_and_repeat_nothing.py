@@ -20,6 +20,7 @@ from collections import Counter
 import pytest
 
 from tests.support import ServerProcess, wait_until
+from worker_sdk.protocol import TakeAnswer, TakeRequest
 
 from .harness import Lines, check_exactly_once, sliced_job, start_reader, write_files
 
@@ -41,9 +42,9 @@ def reader(sdk_env, tmp_path, name, works, worker, delay, die_after=0):
     return Lines(child)
 
 
-def ask_for_a_split(queue) -> dict:
+def ask_for_a_split(queue) -> TakeAnswer:
     """One take as an idle worker that returns at once: it asks the holder for a split."""
-    return queue._client.take(queue.job["id"], "asker")
+    return queue._client.take(queue.job["id"], TakeRequest("asker"))
 
 
 def finished(queue) -> dict:
@@ -58,7 +59,7 @@ def test_a_holder_killed_as_a_split_is_asked_leaves_its_records_to_the_survivor(
     works, name, queue = job(sdk_env, tmp_path)
     holder = reader(sdk_env, tmp_path, name, works, "holder", 0.01)
     wait_until(lambda: len(holder.read) >= 50, 30, 0.02, "the holder to read")
-    assert ask_for_a_split(queue)["leases"] == []
+    assert ask_for_a_split(queue).leases == ()
     holder.child.kill()
     holder.wait(10)
     survivor = reader(sdk_env, tmp_path, name, works, "survivor", 0.0)
