@@ -11,10 +11,9 @@ threads, each keeping its database connection (and its prepared statements)
 as a sync worker does, and only the waiting happens here:
 
 1. The request body of a take or a heartbeat is read and kept.
-2. It runs through Django. A view whose answer may wait says so in the
-   ``X-Shardline-Wait`` header (waits.Wait), only when this gateway passed
-   the request (``X-Shardline-Gateway``, set here, never trusted from a
-   client).
+2. It runs through Django. A view whose answer may wait offers a
+   ``waits.Wait`` under the run's id, which this gateway passes in
+   ``X-Shardline-Gateway`` (set here, never taken from a client).
 3. The gateway then waits on the process's listener (server/waiting.py),
    with no thread and no connection, and runs the request again when woken
    or when a lease it saw is due to expire: until an answer needs no wait,
@@ -29,6 +28,7 @@ as a sync worker does, and only the waiting happens here:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 
 from a2wsgi import WSGIMiddleware
@@ -36,7 +36,8 @@ from a2wsgi import WSGIMiddleware
 from worker_sdk import protocol
 
 from . import body_limits, memory, metrics, parking, waiting
-from .api.waits import GATEWAY_HEADER, WAIT_HEADER, Wait
+from .api import waits
+from .api.waits import GATEWAY_HEADER
 
 # A take or a heartbeat body is small; a larger one runs without waiting.
 MAX_KEPT_BODY = 1 << 20
@@ -47,6 +48,8 @@ class Gateway:
 
     def __init__(self, wsgi_app, threads: int):
         self.inner = WSGIMiddleware(wsgi_app, workers=threads)
+        self.runs = itertools.count(1)
+        waits.serve_with_gateway()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -80,7 +83,6 @@ class Gateway:
             key = parking.key_of(scope["path"], headers, body)
         except RecursionError:  # JSON nested too deep to read: Django's parser answers it, unparked
             key = None
-        scope = {**scope, "headers": [*headers, (GATEWAY_HEADER, b"1")]}
         loop = asyncio.get_running_loop()
         deadline = None
         gone = None  # the client's disconnect, awaited while waiting
@@ -94,8 +96,12 @@ class Gateway:
                 if answer is None:
                     answer = _Answer()
                     since = listener.mark()  # what comes while the request runs counts too
-                    await self.inner(scope, _replay(body, None), answer.send)
-                    wait = answer.wait()
+                    run = str(next(self.runs))
+                    try:
+                        run_scope = {**scope, "headers": [*headers, (GATEWAY_HEADER, run.encode())]}
+                        await self.inner(run_scope, _replay(body, None), answer.send)
+                    finally:
+                        wait = waits.taken(run)
                     if wait is None:
                         if key is not None:
                             parked_takes.drop(key)
@@ -161,15 +167,9 @@ class _Answer:
         else:
             self.body.append(message.get("body", b""))
 
-    def wait(self) -> Wait | None:
-        for name, value in self.start["headers"]:
-            if name == WAIT_HEADER:
-                return Wait.from_header(value.decode("latin1"))
-        return None
-
     async def forward(self, send, replace: dict | None = None):
         body = b"".join(self.body)
-        headers = [(name, value) for name, value in self.start["headers"] if name != WAIT_HEADER]
+        headers = self.start["headers"]
         if replace:
             body = json.dumps({**json.loads(body), **replace}).encode()
             headers = [(n, v) for n, v in headers if n != b"content-length"]

@@ -63,6 +63,25 @@ def start_celery_worker(db_url: str, name: str) -> subprocess.Popen:
 
 
 LIVE_FIXTURES = {"live_server_url", "test_database_url", "live_keys"}
+EMBEDDED_WAS_RUNNING = pytest.StashKey[bool]()
+
+
+def pytest_configure(config):
+    # The embedded Postgres (no DATABASE_URL) outlives the process that
+    # starts it, as `make run` wants; a test session leaves the machine as it
+    # found it. The controlling process notes whether one was running (an
+    # xdist worker, or the controller itself, may start it).
+    if not hasattr(config, "workerinput") and not os.environ.get("DATABASE_URL"):
+        from server import embedded_pg
+
+        config.stash[EMBEDDED_WAS_RUNNING] = embedded_pg.is_running()
+
+
+def pytest_unconfigure(config):
+    if config.stash.get(EMBEDDED_WAS_RUNNING, True) is False:
+        from server import embedded_pg
+
+        embedded_pg.stop()
 
 
 def pytest_collection_modifyitems(items):

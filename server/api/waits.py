@@ -1,23 +1,26 @@
-"""How a view says that its answer may wait: the ``X-Shardline-Wait`` header, read by server/gateway.py.
+"""How a view says that its answer may wait: it offers a ``Wait`` that server/gateway.py takes.
 
 A take that found nothing but something may come (an item failing or being
 split off, the leases worth waiting for ending, a paused job resuming), and
 a heartbeat of record ranges that no split was asked of, may wait on the
 server up to the seconds their request asked for (``wait``). The view
 answers as always and ``offer``s a ``Wait``; the gateway that runs the app
-(ASGI) waits for a notification and runs the request again. Served without
-the gateway (``server.wsgi``), nothing is offered and every request answers
-at once.
+(ASGI) takes it by the run's id, waits for a notification and runs the
+request again. Served without the gateway (``server.wsgi``), nothing is
+offered and every request answers at once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import quote, unquote
 
-# Header names as ASGI spells them (lower case, bytes).
-WAIT_HEADER = b"x-shardline-wait"
+# The header that carries a gateway's run id to the view (as ASGI spells
+# it); the gateway drops any a client sent.
 GATEWAY_HEADER = b"x-shardline-gateway"
+# The waits offered, by run id, until the gateway takes them: the view runs
+# on one of the gateway's threads, in the same process.
+_offered: dict[str, "Wait"] = {}
+_gateway = False  # only a process that runs the gateway takes offers
 
 
 @dataclass(frozen=True)
@@ -34,28 +37,21 @@ class Wait:
     # A take's worker: a split asked for it and refused wakes it (to ask another holder).
     taker: str | None = None
 
-    def to_header(self) -> str:
-        wake_by = "-" if self.wake_by is None else repr(float(self.wake_by))
-        holders = ",".join(quote(name, safe="") for name in sorted(self.holders)) or "-"
-        taker = "-" if self.taker is None else quote(self.taker, safe="")
-        return f"{float(self.seconds)!r} {self.job} {self.waiting_on} {wake_by} {holders} {self.answer} {taker}"
 
-    @classmethod
-    def from_header(cls, value: str) -> "Wait":
-        seconds, job, waiting_on, wake_by, holders, answer, taker = value.split()
-        return cls(
-            float(seconds),
-            int(job),
-            int(waiting_on),
-            None if wake_by == "-" else float(wake_by),
-            frozenset() if holders == "-" else frozenset(unquote(name) for name in holders.split(",")),
-            answer,
-            None if taker == "-" else unquote(taker),
-        )
+def serve_with_gateway() -> None:
+    """This process runs the gateway (server/gateway.py), which takes every wait offered."""
+    global _gateway
+    _gateway = True
 
 
 def offer(request, response, wait: Wait):
     """Marks ``response`` as one that may wait, when the gateway runs the request."""
-    if request.META.get("HTTP_X_SHARDLINE_GATEWAY") == "1":
-        response["X-Shardline-Wait"] = wait.to_header()
+    run = request.META.get("HTTP_X_SHARDLINE_GATEWAY")
+    if _gateway and run:
+        _offered[run] = wait
     return response
+
+
+def taken(run: str) -> Wait | None:
+    """The wait offered by the view of the gateway's run ``run``, if one was (once)."""
+    return _offered.pop(run, None)
