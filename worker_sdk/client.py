@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from .protocol import TakeAnswer, TakeRequest, take_path
+from .protocol import EXTEND_PATH, TakeAnswer, TakeRequest, take_path
 from .transport import Transport
 
 
@@ -98,9 +98,7 @@ class Client:
             body["wait"] = wait
         if stall is not None:
             body["stall"] = stall
-        return self.transport.request(
-            "POST", "/api/v1/leases/extend/", json=body, server_wait=wait, retry_pace=retry_pace
-        )
+        return self.transport.request("POST", EXTEND_PATH, json=body, server_wait=wait, retry_pace=retry_pace)
 
     def split(self, lease_id: int, token: int, at: int) -> dict:
         return self.transport.request("POST", f"/api/v1/leases/{lease_id}/split/", json={"token": token, "at": at})

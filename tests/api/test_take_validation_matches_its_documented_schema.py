@@ -148,3 +148,11 @@ def test_a_take_answer_reads_back_as_rendered():
     assert TakeAnswer.from_json(rendered) == TakeAnswer(
         leases=(lease,), completed=(2, 5), lost=(4,), waiting_on=0, leased_by_you=1
     )
+
+
+def test_the_schema_documents_every_field_of_the_protocols_answer_and_lease():
+    from server.api.responses import LeaseSerializer, TakeResponseSerializer
+
+    lease = Lease(1, 2, "/a", 0, 0)
+    assert set(TakeResponseSerializer().fields) == set(TakeAnswer().to_json())
+    assert set(LeaseSerializer().fields) == set(lease.to_json())
