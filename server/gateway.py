@@ -30,6 +30,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
+import time
 
 from a2wsgi import WSGIMiddleware
 
@@ -39,6 +41,7 @@ from . import body_limits, memory, metrics, parking, waiting
 from .api import waits
 from .api.waits import GATEWAY_HEADER
 
+log = logging.getLogger("shardline.leases")
 # A take or a heartbeat body is small; a larger one runs without waiting.
 MAX_KEPT_BODY = 1 << 20
 
@@ -128,6 +131,8 @@ class Gateway:
                         await asyncio.wait({woken, gone}, return_when=asyncio.FIRST_COMPLETED)
                         if gone.done():
                             woken.cancel()
+                            if wait.caller is not None:  # a heartbeat: its process may have died
+                                _keep(loop.create_task(_holder_gone(wait, time.monotonic())))
                             return  # nobody to answer
                 finally:
                     if entry is not None:
@@ -152,6 +157,41 @@ class Gateway:
         finally:
             if gone is not None and not gone.done():
                 gone.cancel()
+
+
+# Seconds a holder whose waiting heartbeat dropped has to beat again before
+# its leases expire: a blip's reconnect and retry (the SDK retries a failed
+# heartbeat within a second). A process that died closed its sockets.
+HOLDER_GRACE = 1.0
+# A drop is counted this much earlier than it was seen: a lease taken just
+# after the drop (a live holder's take racing the notice) is never expired.
+DROP_MARGIN = 0.05
+_holder_checks: set[asyncio.Task] = set()
+
+
+def _keep(task: asyncio.Task) -> None:
+    # The loop keeps only weak references to tasks.
+    _holder_checks.add(task)
+    task.add_done_callback(_holder_checks.discard)
+
+
+async def _holder_gone(wait, dropped_at: float) -> None:
+    """After the grace, expires the holders' leases that nobody extended since their heartbeat dropped."""
+    await asyncio.sleep(HOLDER_GRACE)
+    try:
+        await parking.off_loop(_expire_held, wait, dropped_at)
+    except Exception as exc:  # the database is away: the leases expire by their timeout
+        log.warning("dropped heartbeat not followed up", extra={"event": "holder_check_failed", "reason": repr(exc)})
+
+
+def _expire_held(wait, dropped_at: float) -> None:
+    from django.db import close_old_connections
+
+    from .services import heartbeats
+
+    close_old_connections()
+    since = time.monotonic() - dropped_at + DROP_MARGIN
+    heartbeats.holder_gone(wait.job, wait.holders, dict(wait.extended), since, wait.caller)
 
 
 class _Answer:

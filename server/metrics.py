@@ -71,6 +71,11 @@ LEASES_RECLAIMED = Counter(
     "shardline_leases_reclaimed_total",
     "Expired leases taken back by a take (their items pending again): workers that died or stalled past the lease timeout.",
 )
+HOLDERS_GONE = Counter(
+    "shardline_holders_gone_total",
+    "Holders whose waiting heartbeat's connection dropped unanswered and that did not beat again: their leases "
+    "expired at once (a worker process that died).",
+)
 LEASES_LOST = Counter(
     "shardline_leases_lost_total",
     "Holders refused because their lease had expired and was taken back, or was fenced by a restore, by operation.",
@@ -197,6 +202,7 @@ def render() -> bytes:
             LEASE_ITEMS,
             LEASE_SECONDS,
             LEASES_RECLAIMED,
+            HOLDERS_GONE,
             LEASES_LOST,
             WAITING_TAKES,
             TAKES_PARKED,

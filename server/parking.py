@@ -206,6 +206,11 @@ class Parking:
                     waiting.listener().wake_job(entry.job)
 
 
+async def off_loop(function, *args):
+    """Runs ``function(*args)`` on the thread of this process's waiting requests' statements (its one connection)."""
+    return await asyncio.get_running_loop().run_in_executor(_refresher, function, *args)
+
+
 def _next_expiry(job: int) -> float | None:
     from django.db import close_old_connections
 

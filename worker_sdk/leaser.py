@@ -38,8 +38,9 @@ log = logging.getLogger("worker_sdk")
 # Heartbeat pace while reading a record range, until the server says its own.
 RANGE_HEARTBEAT = 1.0
 # Seconds a take that finds nothing may wait on the server for work (it
-# answers as soon as some comes, or the queue ends), and a heartbeat of
-# record ranges for a split request; a server over WSGI answers at once.
+# answers as soon as some comes, or the queue ends), and a heartbeat for a
+# split request (its connection, held meanwhile, says the process lives);
+# a server over WSGI answers at once.
 TAKE_WAIT = 20.0
 HEARTBEAT_WAIT = 3.0
 # The longest wait between a failing heartbeat's retries. The transport's
@@ -91,6 +92,12 @@ class Leaser:
         # The server's pace for holders of record ranges (a split should land
         # soon); until it has said, RANGE_HEARTBEAT.
         self._range_interval = RANGE_HEARTBEAT
+        # Whether the server holds heartbeats (ASGI: the last one waited all it
+        # asked), and whether one is on its way: a lease taken while none is
+        # starts one, so that the server holds this process's connection
+        # from its first lease (until a server says otherwise, assume it does).
+        self._server_waits = True
+        self._beating = False
         # The consumer's data stall (worker_sdk.stall), sent with the heartbeats.
         self._stall = stall.Report(job_id, self.consumer)
         self._thread = threading.Thread(target=self._heartbeat, name=f"shardline-heartbeat-{name}", daemon=True)
@@ -168,6 +175,8 @@ class Leaser:
                 self._held.pop(lease.id, None)
             for lease in leases:
                 self._held[lease.id] = lease
+            if leases and self._server_waits and not self._beating:
+                self._wake.set()
         if self.on_leased is not None:
             for lease in leases:
                 self.on_leased(lease)
@@ -285,11 +294,14 @@ class Leaser:
         self._wake.set()
 
     def _heartbeat(self) -> None:
+        again = False  # the last heartbeat waited on the server all it asked: beat again at once
         while not self._stop.is_set():
             with self._lock:
                 ranges = bool(self._trackers)
-            self._wake.wait(self._stall.pace(min(self.interval, self._range_interval) if ranges else self.interval))
+            pace = self._stall.pace(min(self.interval, self._range_interval) if ranges else self.interval)
+            self._wake.wait(0.0 if again else pace)
             self._wake.clear()
+            again = False
             if self._stop.is_set():
                 return
             with self._lock:
@@ -299,15 +311,21 @@ class Leaser:
                 continue
             positions = [None if trackers[lease.id] is None else trackers[lease.id].position for lease in held]
             report = self._stall.due()
+            with self._lock:
+                self._beating = True
             try:
-                # Reading record ranges, the heartbeat waits on the server for
-                # a split asked of one of them (a server over WSGI answers at
-                # once and says when to beat again).
+                # The heartbeat waits on the server, and the next one leaves
+                # as it returns: the server holds a connection of this
+                # process while it holds leases, and a process that dies drops
+                # it, so its leases go back at once, not a lease timeout later.
+                # Reading record ranges, it returns early for a split asked
+                # of one of them. A server over WSGI answers at once and says
+                # when to beat again.
                 answer = self.client.extend(
                     [(lease.id, lease.token) for lease in held],
                     waiting=process_waits(),
                     positions=positions,
-                    wait=min(self.interval, HEARTBEAT_WAIT) if any(trackers.values()) else 0.0,
+                    wait=min(self.interval, HEARTBEAT_WAIT),
                     stall=report,
                     retry_pace=min(self.interval, HEARTBEAT_RETRY_PACE),
                 )
@@ -322,11 +340,17 @@ class Leaser:
             except errors.ShardlineError as exc:
                 log.warning("work queue %s: heartbeat failed: %s", self.name, exc)
                 continue
+            finally:
+                with self._lock:
+                    self._beating = False
             for lease_id in answer.get("done", []):
                 with self._lock:  # completed by the process it was handed to (worker_sdk.sync)
                     self._held.pop(int(lease_id), None)
             interval = answer.get("heartbeat_in")
             self._range_interval = RANGE_HEARTBEAT if interval is None else float(interval)
+            again = interval == 0
+            if again or interval is None:  # a held heartbeat comes back with 0, one answered at once without
+                self._server_waits = again
             for lease_id in answer.get("lost", []):
                 if self._holds(lease_id):  # not one acknowledged while the heartbeat was on its way
                     self._lost(lease_id, "the heartbeat was refused")

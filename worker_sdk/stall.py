@@ -215,6 +215,11 @@ class Report:
         if found is None:
             return None
         waited, busy = found.reading()
+        if waited + busy < FIRST_REPORT:
+            # Too young to say anything: a loop's first wait is for its first
+            # record, and the heartbeat that leaves with a process's first
+            # lease would show every loop starved.
+            return None
         body = {"clock": found.id, "waited": round(waited, 6), "busy": round(busy, 6)}
         return None if body == self._sent else body
 

@@ -159,11 +159,12 @@ class ExtendManyView(APIView):
     def post(self, request):
         data = validated(s.ExtendManySerializer, request.data).validated_data
         refs = data["leases"]
+        caller = caller_of(request)
         beat = heartbeats.extend(
             [(ref["id"], ref["token"]) for ref in refs],
             data["waiting"],
             [ref["position"] for ref in refs],
-            caller_of(request),
+            caller,
             heartbeats.Stall(**data["stall"]) if data["stall"] else None,
         )
         response = Response(
@@ -176,10 +177,19 @@ class ExtendManyView(APIView):
                 "heartbeat_in": beat.heartbeat_in,
             }
         )
-        if data["wait"] and beat.ranged and not beat.splits and not beat.lost and len(beat.jobs) == 1:
-            # Held until a split is asked of a lease of these holders.
+        if data["wait"] and not beat.splits and not beat.lost and len(beat.jobs) == 1:
+            # Held until a split is asked of a lease of these holders. While
+            # it waits, its connection says the holder lives: dropped
+            # unanswered, the holders' leases expire (server/gateway.py).
             (job_id,) = beat.jobs
-            wait = waits.Wait(data["wait"], job_id, holders=beat.holders, answer="heartbeat_in")
+            wait = waits.Wait(
+                data["wait"],
+                job_id,
+                holders=beat.holders,
+                answer="heartbeat_in",
+                caller=caller,
+                extended=tuple(beat.extended.items()),
+            )
             waits.offer(request, response, wait)
         return response
 

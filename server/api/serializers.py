@@ -365,8 +365,10 @@ class ExtendManySerializer(StrictSerializer):
         min_value=0,
         max_value=MAX_TAKE_WAIT,
         default=0,
-        help_text="Seconds the server may hold the heartbeat of record ranges of one job until a split is asked of "
-        "one of them (over ASGI; then heartbeat_in is 0: send the next one at once). 0: answer at once.",
+        help_text="Seconds the server may hold the heartbeat of leases of one job until a split is asked of one of "
+        "them (over ASGI; then heartbeat_in is 0: send the next one at once). 0: answer at once. While it waits, "
+        "its connection says the holder lives: should it drop unanswered and the holder not beat again within "
+        "a second, the holders' leases on the job expire at once.",
     )
     stall = StallSerializer(
         required=False,

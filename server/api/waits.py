@@ -36,6 +36,11 @@ class Wait:
     answer: str = "retry_after"  # the field that says when to ask again: 0 once the wait is used up
     # A take's worker: a split asked for it and refused wakes it (to ask another holder).
     taker: str | None = None
+    # A heartbeat's caller (callers.Caller) and what it extended, to when:
+    # should its connection drop unanswered, the gateway expires the holders'
+    # leases that nobody extended since (heartbeats.holder_gone).
+    caller: object = None
+    extended: tuple = ()
 
 
 def serve_with_gateway() -> None:

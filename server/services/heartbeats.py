@@ -30,6 +30,32 @@ def seen_waiting(workers: list[tuple[int, str]]) -> None:
     sql.run("seen_waiting", {"jobs": [job for job, _name in workers], "workers": [name for _job, name in workers]})
 
 
+def holder_gone(
+    job_id: int, workers: frozenset[str], extended: dict[int, datetime], since: float, caller: Caller = SERVER
+) -> int:
+    """Expires the leases of ``workers`` on the job that nobody extended since their heartbeat dropped ``since`` s ago.
+
+    ``extended``: what that heartbeat extended, to when. See holder_gone.sql;
+    returns how many expired.
+    """
+    params = {
+        "job": job_id,
+        "workers": sorted(workers),
+        "ids": list(extended),
+        "expiries": list(extended.values()),
+        "since": since,
+        **caller.sql,
+    }
+    expired = sql.run("holder_gone", params)[0].expired
+    if expired:
+        metrics.HOLDERS_GONE.inc()
+        log.info(
+            "a holder went away: its leases expire now",
+            extra={"event": "holder_gone", "job": job_id, "worker": ",".join(sorted(workers)), "count": expired},
+        )
+    return expired
+
+
 @dataclass(frozen=True)
 class Stall:
     """A training loop's data stall as its process's clock reads it (worker_sdk.stall): cumulative seconds."""
@@ -45,7 +71,6 @@ class Heartbeat:
     lost: list[int]
     splits: dict[int, int]  # lease id -> the record a split was asked at (services/splits.py)
     heartbeat_in: float | None  # when the holder should heartbeat next (None: at its own pace)
-    ranged: bool = False  # some of the leases are record ranges
     jobs: frozenset[int] = frozenset()
     holders: frozenset[str] = frozenset()  # the workers the leases are held by
     # Completed with their tokens (by the holder's consumer, or a request on
@@ -106,7 +131,6 @@ def extend(
         lost,
         asked,
         splits.heartbeat_in(rows),
-        any(row.ranged for row in rows if row.requested),
         frozenset(row.job_id for row in rows),
         frozenset(row.worker for row in rows if row.worker),
         sorted(done),

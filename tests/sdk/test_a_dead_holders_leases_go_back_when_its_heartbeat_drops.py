@@ -1,0 +1,132 @@
+"""A worker process that dies gives its leases back at once: its waiting heartbeat's connection drops.
+
+The server (gunicorn with uvicorn workers over server.asgi, as `make run`
+serves it) holds every SDK process's heartbeat while it holds leases. A
+process that dies closes its sockets; a second later, if its holders have
+not beaten again, their leases expire and the next take hands them on. A
+holder whose connection only blipped, and that beats again within that
+second, keeps its lease. Leases here last 60 s: only the dropped heartbeat
+can give an item back within these tests' time.
+"""
+
+import http.client
+import json
+import signal
+import time
+import uuid
+from urllib.parse import urlsplit
+
+import pytest
+
+from server.models import Item
+from tests.support import ServerProcess, wait_until
+
+from .test_worker_processes_share_one_job import finished_items, start_worker
+
+LEASE_TIMEOUT = 60
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def extended(item_id: int, since) -> bool:
+    """Whether the lease's expiry moved on from ``since`` (a heartbeat reached the database)."""
+    return Item.objects.get(id=item_id).expires_at > since
+
+
+def test_a_killed_workers_item_goes_back_at_once_not_a_lease_timeout_later(sdk_env, live_api):
+    victim = start_worker(sdk_env, "victim", 2, 600, name="vigil", lease_timeout=LEASE_TIMEOUT)
+    first = victim.stdout.readline()
+    assert first.startswith("start /items/0000"), first + victim.stderr.read()
+    job = next(
+        j
+        for j in live_api("viewer").get("/api/v1/jobs/?page_size=500").json()["results"]
+        if j["name"] == f"vigil.{sdk_env['SHARDLINE_RUN']}"
+    )
+    item = Item.objects.get(job_id=job["id"], state="leased")
+    # Its first heartbeat leaves with its first lease, and the server holds it.
+    wait_until(lambda: extended(item.id, item.expires_at), 10, message="the victim's first heartbeat")
+
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+    killed = time.monotonic()
+    survivor = start_worker(sdk_env, "survivor", 2, 0.0, name="vigil", lease_timeout=LEASE_TIMEOUT)
+    out, err = survivor.communicate(timeout=40)  # a lease timeout would be 60 s
+    assert survivor.returncode == 0, err
+    assert time.monotonic() - killed < LEASE_TIMEOUT / 2
+    assert sorted(finished_items(out)) == ["/items/0000", "/items/0001"]
+    rows = {r["item"]: r for r in live_api("viewer").get(f"/api/v1/jobs/{job['id']}/items/").json()["results"]}
+    assert (rows["/items/0000"]["state"], rows["/items/0000"]["worker"], rows["/items/0000"]["attempts"]) == (
+        "done",
+        "survivor",
+        2,
+    )
+
+
+@pytest.fixture
+def one_process_server(test_database_url):
+    # One web process: the checks that follow dropped heartbeats run in the
+    # order the drops came, so the second one's result says the first has run.
+    server = ServerProcess(test_database_url, workers=1).start()
+    yield server
+    server.stop()
+
+
+class Holder:
+    """A holder speaking HTTP itself: it takes one item, and holds heartbeats it may drop."""
+
+    def __init__(self, url: str, key: str, job_id: int, name: str):
+        parts = urlsplit(url)
+        self.address = (parts.hostname, parts.port)
+        self.headers = {"Authorization": f"Token {key}", "Content-Type": "application/json"}
+        self.job_id, self.name = job_id, name
+        self.lease = self.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": name})["leases"][0]
+
+    def post(self, path: str, body: dict) -> dict:
+        connection = http.client.HTTPConnection(*self.address, timeout=30)
+        try:
+            connection.request("POST", path, json.dumps(body), self.headers)
+            response = connection.getresponse()
+            assert response.status == 200, response.read()
+            return json.loads(response.read())
+        finally:
+            connection.close()
+
+    def beat(self, wait: float = 0.0) -> dict:
+        return self.post("/api/v1/leases/extend/", self.body(wait))
+
+    def body(self, wait: float) -> dict:
+        return {"leases": [{"id": self.lease["id"], "token": self.lease["token"]}], "wait": wait}
+
+    def drop_a_held_heartbeat(self) -> None:
+        """Sends a heartbeat the server holds, and closes the connection once the server has extended the lease."""
+        before = Item.objects.get(id=self.lease["id"]).expires_at
+        connection = http.client.HTTPConnection(*self.address, timeout=30)
+        connection.request("POST", "/api/v1/leases/extend/", json.dumps(self.body(20)), self.headers)
+        wait_until(lambda: extended(self.lease["id"], before), 10, message=f"{self.name}'s held heartbeat")
+        connection.close()
+
+
+def test_a_holder_that_beats_again_within_the_grace_keeps_its_lease(one_process_server, live_keys, job_name):
+    from tests.support import Api
+
+    api = Api(one_process_server.url, live_keys["worker"])
+    works = ["/blip", "/dead"]
+    job = api.post("/api/v1/jobs/", {"name": job_name, "works": works, "shuffle": False, "lease_timeout": 60}).json()
+    key = live_keys["worker"]
+    blip = Holder(one_process_server.url, key, job["id"], f"blip-{uuid.uuid4().hex[:6]}")
+    dead = Holder(one_process_server.url, key, job["id"], f"dead-{uuid.uuid4().hex[:6]}")
+    assert (blip.lease["item"], dead.lease["item"]) == ("/blip", "/dead")
+
+    blip.drop_a_held_heartbeat()
+    assert blip.beat()["extended"]  # at once, as the SDK retries a failed heartbeat
+    dead.drop_a_held_heartbeat()  # and never beats again
+
+    # The dead holder's item comes back a second later, to a take that waits.
+    taker = f"taker-{uuid.uuid4().hex[:6]}"
+    answer = blip.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": taker, "wait": 20})
+    assert [lease["item"] for lease in answer["leases"]] == ["/dead"], answer
+    # The blip's check ran before (one process, drops in order): its lease is held still.
+    assert blip.beat()["extended"] and Item.objects.get(id=blip.lease["id"]).worker == blip.name
+    assert Item.objects.get(id=blip.lease["id"]).state == "leased"
+    nothing = blip.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": taker})
+    assert nothing["leases"] == [] and nothing["waiting_on"] == 1, nothing
