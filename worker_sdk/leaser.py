@@ -30,7 +30,7 @@ from typing import Callable
 
 from . import errors, stall
 from .client import Client
-from .protocol import Completion, Lease, TakeAnswer, TakeRequest, TakeScope
+from .protocol import MAX_TAKE_WAIT, Completion, Lease, TakeAnswer, TakeRequest, TakeScope
 from .tracker import RangeTracker
 
 log = logging.getLogger("worker_sdk")
@@ -38,9 +38,8 @@ log = logging.getLogger("worker_sdk")
 # Heartbeat pace while reading a record range, until the server says its own.
 RANGE_HEARTBEAT = 1.0
 # Seconds a take that finds nothing may wait on the server for work (it
-# answers as soon as some comes, or the queue ends), and a heartbeat for a
-# split request (its connection, held meanwhile, says the process lives);
-# a server over WSGI answers at once.
+# answers as soon as some comes, or the queue ends), and a heartbeat of
+# record ranges for a split request; a server over WSGI answers at once.
 TAKE_WAIT = 20.0
 HEARTBEAT_WAIT = 3.0
 # The longest wait between a failing heartbeat's retries. The transport's
@@ -290,8 +289,29 @@ class Leaser:
     # -- heartbeat -----------------------------------------------------------------
 
     def wake(self) -> None:
-        """Heartbeat now (the process started or stopped waiting)."""
-        self._wake.set()
+        """Heartbeat now (the process started or stopped waiting).
+
+        A heartbeat the server holds cannot be called back: the mark then
+        goes in one of its own, at once, and the held one goes on.
+        """
+        with self._lock:
+            beating = self._beating
+        if not beating:
+            self._wake.set()
+            return
+        threading.Thread(target=self._mark_now, name=f"shardline-mark-{self.name}", daemon=True).start()
+
+    def _mark_now(self) -> None:
+        with self._lock:
+            held = [(lease.id, lease.token) for lease in self._held.values() if lease.id not in self._sending]
+        if not held:
+            return
+        try:
+            # What else it answers (lost leases, splits) the held heartbeat
+            # and the next bring too.
+            self.client.extend(held, waiting=process_waits(), retry_pace=min(self.interval, HEARTBEAT_RETRY_PACE))
+        except errors.ShardlineError as exc:
+            log.warning("work queue %s: heartbeat failed: %s", self.name, exc)
 
     def _heartbeat(self) -> None:
         again = False  # the last heartbeat waited on the server all it asked: beat again at once
@@ -314,18 +334,20 @@ class Leaser:
             with self._lock:
                 self._beating = True
             try:
-                # The heartbeat waits on the server, and the next one leaves
-                # as it returns: the server holds a connection of this
-                # process while it holds leases, and a process that dies drops
-                # it, so its leases go back at once, not a lease timeout later.
-                # Reading record ranges, it returns early for a split asked
-                # of one of them. A server over WSGI answers at once and says
-                # when to beat again.
+                # The server holds the heartbeat for its pace, and the next
+                # one leaves as it returns: as many heartbeats as unheld ones
+                # at that pace, and a connection of this process open all the
+                # while it holds leases. A process that dies drops it, so its
+                # leases go back at once, not a lease timeout later. Reading
+                # record ranges, it is held HEARTBEAT_WAIT at the most and
+                # returns early for a split asked of one of them. A server
+                # over WSGI answers at once and says when to beat again.
+                hold = min(self.interval, HEARTBEAT_WAIT) if any(trackers.values()) else min(pace, MAX_TAKE_WAIT)
                 answer = self.client.extend(
                     [(lease.id, lease.token) for lease in held],
                     waiting=process_waits(),
                     positions=positions,
-                    wait=min(self.interval, HEARTBEAT_WAIT),
+                    wait=hold,
                     stall=report,
                     retry_pace=min(self.interval, HEARTBEAT_RETRY_PACE),
                 )
