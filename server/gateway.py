@@ -163,9 +163,6 @@ class Gateway:
 # its leases expire: a blip's reconnect and retry (the SDK retries a failed
 # heartbeat within a second). A process that died closed its sockets.
 HOLDER_GRACE = 1.0
-# A drop is counted this much earlier than it was seen: a lease taken just
-# after the drop (a live holder's take racing the notice) is never expired.
-DROP_MARGIN = 0.05
 _holder_checks: set[asyncio.Task] = set()
 
 
@@ -190,7 +187,10 @@ def _expire_held(wait, dropped_at: float) -> None:
     from .services import heartbeats
 
     close_old_connections()
-    since = time.monotonic() - dropped_at + DROP_MARGIN
+    # Read just before the statement, whose clock starts after: a lease the
+    # dead holder took before the drop ends before the drop plus its timeout.
+    # (A live holder's lease taken since is kept by its beating again.)
+    since = time.monotonic() - dropped_at
     heartbeats.holder_gone(wait.job, wait.holders, dict(wait.extended), since, wait.caller)
 
 

@@ -130,3 +130,28 @@ def test_a_holder_that_beats_again_within_the_grace_keeps_its_lease(one_process_
     assert Item.objects.get(id=blip.lease["id"]).state == "leased"
     nothing = blip.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": taker})
     assert nothing["leases"] == [] and nothing["waiting_on"] == 1, nothing
+
+
+def test_a_lease_taken_while_the_held_heartbeat_waited_goes_back_too(one_process_server, live_keys, job_name):
+    from tests.support import Api
+
+    api = Api(one_process_server.url, live_keys["worker"])
+    job = api.post("/api/v1/jobs/", {"name": job_name, "works": ["/a", "/b"], "shuffle": False, "lease_timeout": 60})
+    job = job.json()
+    dead = Holder(one_process_server.url, live_keys["worker"], job["id"], f"dead-{uuid.uuid4().hex[:6]}")
+    before = Item.objects.get(id=dead.lease["id"]).expires_at
+    connection = http.client.HTTPConnection(*dead.address, timeout=30)
+    connection.request("POST", "/api/v1/leases/extend/", json.dumps(dead.body(20)), dead.headers)
+    wait_until(lambda: extended(dead.lease["id"], before), 10, message="the held heartbeat")
+    # Its process takes another item while the heartbeat waits, then dies.
+    second = dead.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": dead.name})["leases"]
+    assert [lease["item"] for lease in second] == ["/b"]
+    connection.close()
+
+    taker = f"taker-{uuid.uuid4().hex[:6]}"
+    got = []
+    while len(got) < 2:
+        answer = dead.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": taker, "wait": 20})
+        assert answer["leases"], answer  # a lease timeout would be 60 s: the wait would end with nothing
+        got += [lease["item"] for lease in answer["leases"]]
+    assert sorted(got) == ["/a", "/b"]

@@ -1,0 +1,171 @@
+"""A worker SIGKILLed mid-item: how long its item waits, with held heartbeats (ASGI) and without (WSGI).
+
+Usage:  .venv/bin/python bench/dead_worker.py [--workers 8] [--items 96] [--cost 0.5]
+            [--lease-timeout 30] [--kill-at 2] [--rounds 2]
+
+Starts two servers side by side on one database, each with 4 gunicorn
+workers: `asgi`, as `make run` serves (uvicorn workers over server.asgi: it
+holds heartbeats, and a dropped one gives the holder's leases back), and
+`wsgi` (server.wsgi: nothing held, a dead holder's lease lasts its timeout).
+Each round runs the same job on each, in turn: --workers SDK processes read
+--items items of --cost seconds each (`for item in wq.items(): sleep`), and
+worker 0 is SIGKILLed --kill-at seconds in, in the middle of an item.
+
+Prints per run the makespan against the ideal, the killed worker's item's
+wait (kill to another worker starting it) and the items read twice or not
+at all (must be 0: exactly once). The ideal: the work left when the kill
+comes, spread over the workers left, plus the killed worker's partial item:
+(items x cost - workers x kill_at + the killed item's time) / (workers - 1)
++ kill_at.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import signal
+import statistics
+import sys
+import time
+import uuid
+
+import _env  # noqa: F401  (it sets up the project)
+
+
+def consumer(url: str, key: str, name: str, worker: str, items: int, cost: float, lease_timeout: float, start, out):
+    from worker_sdk import WorkQueue
+
+    queue = WorkQueue(
+        [f"/items/{i:04d}" for i in range(items)],
+        shuffle=False,
+        name=name,
+        worker=worker,
+        lease_timeout=lease_timeout,
+        url=url,
+        token=key,
+    )
+    out.put(("ready", worker, None, None))
+    start.wait()
+    for item in queue.items():
+        out.put(("start", worker, item, time.time()))
+        time.sleep(cost)
+        out.put(("done", worker, item, time.time()))
+    out.put(("finished", worker, None, time.time()))
+
+
+def run(url: str, key: str, args) -> dict:
+    context = multiprocessing.get_context("spawn")
+    out, start = context.Queue(), context.Event()
+    name = f"dead-{uuid.uuid4().hex[:8]}"
+    workers = [f"w{i}" for i in range(args.workers)]
+    processes = [
+        context.Process(
+            target=consumer,
+            args=(url, key, name, worker, args.items, args.cost, args.lease_timeout, start, out),
+            daemon=True,
+        )
+        for worker in workers
+    ]
+    for process in processes:
+        process.start()
+    for _ in processes:
+        assert out.get(timeout=120)[0] == "ready"
+    began = time.time()
+    start.set()
+    starts, dones, finished, in_hand = {}, [], set(), {}
+    killed_item = killed_at = None
+    victim = processes[0]
+    while len(finished) < len(workers) - 1:
+        kind, worker, item, at = out.get(timeout=args.lease_timeout + 120)
+        if kind == "start":
+            starts.setdefault(item, []).append((worker, at))
+            in_hand[worker] = item
+        elif kind == "done":
+            dones.append((worker, item, at))
+            in_hand.pop(worker, None)
+        elif kind == "finished":
+            finished.add(worker)
+        if killed_at is None and time.time() - began >= args.kill_at and in_hand.get("w0"):
+            os.kill(victim.pid, signal.SIGKILL)  # mid-item: it started one and has not finished it
+            killed_at, killed_item = time.time(), in_hand["w0"]
+    for process in processes:
+        process.join(10)
+    makespan = max(at for _w, _i, at in dones) - began
+    taken_over = [at for worker, at in starts.get(killed_item, []) if worker != "w0"]
+    partial = killed_at - starts[killed_item][0][1]
+    kill_at = killed_at - began
+    ideal = (args.items * args.cost - args.workers * kill_at + partial) / (args.workers - 1) + kill_at
+    counts = {}
+    for _worker, item, _at in dones:
+        counts[item] = counts.get(item, 0) + 1
+    twice = sum(1 for n in counts.values() if n > 1)
+    missing = args.items - len(counts)
+    return {
+        "makespan": makespan,
+        "ideal": ideal,
+        "ratio": makespan / ideal,
+        "item_wait": (taken_over[0] - killed_at) if taken_over else float("nan"),
+        "twice": twice,
+        "missing": missing,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--items", type=int, default=96)
+    parser.add_argument("--cost", type=float, default=0.5)
+    parser.add_argument("--lease-timeout", type=float, default=30.0)
+    parser.add_argument("--kill-at", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from server.services import accounts
+    from tests.support import ServerProcess, database_url
+
+    call_command("migrate", verbosity=0, interactive=False)
+    user, _ = accounts.ensure_user("bench", "worker")
+    _token, key = accounts.create_token(user, "worker", name="dead-worker bench")
+    db = database_url(settings.DATABASES["default"])
+    servers = {"asgi": ServerProcess(db, workers=4), "wsgi": ServerProcess(db, workers=4, asgi=False)}
+    results = {kind: [] for kind in servers}
+    try:
+        for server in servers.values():
+            server.start()
+        for round_ in range(args.rounds):
+            order = list(servers) if round_ % 2 == 0 else list(reversed(servers))
+            for kind in order:
+                row = run(servers[kind].url, key, args)
+                results[kind].append(row)
+                print(
+                    f"round {round_ + 1} {kind}: makespan {row['makespan']:.2f} s, ideal {row['ideal']:.2f} s,"
+                    f" ratio {row['ratio']:.2f}; killed item taken over after {row['item_wait']:.2f} s;"
+                    f" read twice {row['twice']}, not read {row['missing']}",
+                    flush=True,
+                )
+    finally:
+        for server in servers.values():
+            server.stop()
+    print(
+        f"\n{args.workers} workers, {args.items} items x {args.cost} s, {args.lease_timeout:.0f}-s leases,"
+        f" worker 0 SIGKILLed {args.kill_at} s in; {os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
+    )
+    print("| server | makespan / ideal (median) | killed item taken over after (median) | read twice | not read |")
+    print("|---|---:|---:|---:|---:|")
+    for kind, rows in results.items():
+        print(
+            f"| {kind} | {statistics.median(r['ratio'] for r in rows):.2f} |"
+            f" {statistics.median(r['item_wait'] for r in rows):.2f} s |"
+            f" {sum(r['twice'] for r in rows)} | {sum(r['missing'] for r in rows)} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
