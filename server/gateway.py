@@ -52,7 +52,6 @@ class Gateway:
     def __init__(self, wsgi_app, threads: int):
         self.inner = WSGIMiddleware(wsgi_app, workers=threads)
         self.runs = itertools.count(1)
-        waits.serve_with_gateway()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -60,7 +59,9 @@ class Gateway:
         # Revocations are announced on the listener: a process whose token cache
         # fills from any request listens from its first one (server/waiting.py).
         waiting.listener().start()
-        headers = [(name, value) for name, value in scope["headers"] if name != GATEWAY_HEADER]
+        # Never a client's run id, however spelt: the WSGI environ reads
+        # x_shardline_gateway as x-shardline-gateway.
+        headers = [(name, value) for name, value in scope["headers"] if name.replace(b"_", b"-") != GATEWAY_HEADER]
         limit = body_limits.limit(scope["method"], scope["path"])
         length = next((value for name, value in headers if name == b"content-length"), None)
         if length is not None and length.isdigit() and int(length) > limit:
@@ -99,7 +100,7 @@ class Gateway:
                 if answer is None:
                     answer = _Answer()
                     since = listener.mark()  # what comes while the request runs counts too
-                    run = str(next(self.runs))
+                    run = waits.open_run(str(next(self.runs)))
                     try:
                         run_scope = {**scope, "headers": [*headers, (GATEWAY_HEADER, run.encode())]}
                         await self.inner(run_scope, _replay(body, None), answer.send)
@@ -131,7 +132,8 @@ class Gateway:
                         await asyncio.wait({woken, gone}, return_when=asyncio.FIRST_COMPLETED)
                         if gone.done():
                             woken.cancel()
-                            if wait.caller is not None:  # a heartbeat: its process may have died
+                            if wait.caller is not None and len(_holder_checks) < MAX_HOLDER_CHECKS:
+                                # A heartbeat: its process may have died.
                                 _keep(loop.create_task(_holder_gone(wait, time.monotonic())))
                             return  # nobody to answer
                 finally:
@@ -164,6 +166,11 @@ class Gateway:
 # heartbeat within a second). A process that died closed its sockets.
 HOLDER_GRACE = 1.0
 _holder_checks: set[asyncio.Task] = set()
+# Checks pending at once, at the most: past it (a storm of drops, a database
+# that does not answer) a dead holder's leases expire by their timeout, and
+# the one thread of waiting requests' statements (server/parking.py) is not
+# buried in them.
+MAX_HOLDER_CHECKS = 1000
 
 
 def _keep(task: asyncio.Task) -> None:

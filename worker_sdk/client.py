@@ -81,11 +81,16 @@ class Client:
         wait: float = 0.0,
         stall: dict | None = None,
         retry_pace: float | None = None,
+        retry: bool = True,
+        restartable: bool = False,
     ) -> dict:
         """A heartbeat; ``wait``: seconds the server may hold it until a split is asked of one of the leases.
 
         ``stall``: the holders' consumer's data stall, ``{"clock", "waited", "busy"}`` (worker_sdk.stall).
-        ``retry_pace``: the longest wait between retries (the transport's).
+        ``retry_pace``: the longest wait between retries (the transport's);
+        ``retry``: False, none (the caller sends a newer heartbeat instead).
+        ``restartable``: the holders' restart takes their leases back (a
+        dropped heartbeat does not give them back).
         """
         refs = [{"id": lease_id, "token": token} for lease_id, token in leases]
         for ref, position in zip(refs, positions or ()):
@@ -98,7 +103,11 @@ class Client:
             body["wait"] = wait
         if stall is not None:
             body["stall"] = stall
-        return self.transport.request("POST", EXTEND_PATH, json=body, server_wait=wait, retry_pace=retry_pace)
+        if restartable:
+            body["restartable"] = True
+        return self.transport.request(
+            "POST", EXTEND_PATH, json=body, server_wait=wait, retry_pace=retry_pace, retry=retry
+        )
 
     def split(self, lease_id: int, token: int, at: int) -> dict:
         return self.transport.request("POST", f"/api/v1/leases/{lease_id}/split/", json={"token": token, "at": at})

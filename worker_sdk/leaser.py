@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import random
 import threading
 import weakref
 from typing import Callable
@@ -61,10 +62,14 @@ class Leaser:
         lease_timeout: float,
         name: str,
         on_leased: Callable[[Lease], None] | None = None,
+        restartable: bool = False,
     ):
         self.client = client
         # Told of every lease this process gets (a LocalWorkMgr records its work).
         self.on_leased = on_leased
+        # Its restart takes its leases back (a LocalWorkMgr's stable name): the
+        # server leaves them to it when this process's heartbeat drops.
+        self.restartable = restartable
         # Handed out before anything is taken: a restarted worker's own leases
         # and the works found only in its LocalWorkMgr's folder (hand_first).
         self._first: collections.deque[Lease] = collections.deque()
@@ -97,6 +102,10 @@ class Leaser:
         # from its first lease (until a server says otherwise, assume it does).
         self._server_waits = True
         self._beating = False
+        # A waiting mark on its way in a heartbeat of its own (wake()), and
+        # whether a newer one came meanwhile.
+        self._marking = False
+        self._mark_again = False
         # The consumer's data stall (worker_sdk.stall), sent with the heartbeats.
         self._stall = stall.Report(job_id, self.consumer)
         self._thread = threading.Thread(target=self._heartbeat, name=f"shardline-heartbeat-{name}", daemon=True)
@@ -296,29 +305,44 @@ class Leaser:
         """
         with self._lock:
             beating = self._beating
+            if beating and self._marking:
+                self._mark_again = True  # the sender on its way sends the newest mark again
+                return
+            self._marking = beating
         if not beating:
             self._wake.set()
             return
         threading.Thread(target=self._mark_now, name=f"shardline-mark-{self.name}", daemon=True).start()
 
     def _mark_now(self) -> None:
-        with self._lock:
-            held = [(lease.id, lease.token) for lease in self._held.values() if lease.id not in self._sending]
-        if not held:
-            return
-        try:
-            # What else it answers (lost leases, splits) the held heartbeat
-            # and the next bring too.
-            self.client.extend(held, waiting=process_waits(), retry_pace=min(self.interval, HEARTBEAT_RETRY_PACE))
-        except errors.ShardlineError as exc:
-            log.warning("work queue %s: heartbeat failed: %s", self.name, exc)
+        """Sends the process's mark until no newer one came meanwhile (one sender at a time: marks stay in order)."""
+        while True:
+            with self._lock:
+                self._mark_again = False
+                held = [(lease.id, lease.token) for lease in self._held.values() if lease.id not in self._sending]
+            if held:
+                try:
+                    # What else it answers (lost leases, splits) the held
+                    # heartbeat and the next bring too.
+                    retry_pace = min(self.interval, HEARTBEAT_RETRY_PACE)
+                    self.client.extend(held, waiting=process_waits(), retry_pace=retry_pace)
+                except errors.ShardlineError as exc:
+                    log.warning("work queue %s: heartbeat failed: %s", self.name, exc)
+            with self._lock:
+                if not self._mark_again:
+                    self._marking = False
+                    return
 
     def _heartbeat(self) -> None:
         again = False  # the last heartbeat waited on the server all it asked: beat again at once
+        failing = False  # the last one did not reach the server: the next goes within HEARTBEAT_RETRY_PACE
         while not self._stop.is_set():
             with self._lock:
                 ranges = bool(self._trackers)
             pace = self._stall.pace(min(self.interval, self._range_interval) if ranges else self.interval)
+            if failing:
+                # Full jitter, as the transport's backoff: a thousand processes do not retry in step.
+                pace = random.uniform(0, min(self.interval, HEARTBEAT_RETRY_PACE))
             self._wake.wait(0.0 if again else pace)
             self._wake.clear()
             again = False
@@ -343,15 +367,23 @@ class Leaser:
                 # returns early for a split asked of one of them. A server
                 # over WSGI answers at once and says when to beat again.
                 hold = min(self.interval, HEARTBEAT_WAIT) if any(trackers.values()) else min(pace, MAX_TAKE_WAIT)
+                # Not retried as it was sent: the next one carries every
+                # lease held then, taken since included, and a holder whose
+                # held heartbeat dropped keeps only what it beats for again
+                # (the server's holder_gone.sql).
                 answer = self.client.extend(
                     [(lease.id, lease.token) for lease in held],
                     waiting=process_waits(),
                     positions=positions,
                     wait=hold,
                     stall=report,
-                    retry_pace=min(self.interval, HEARTBEAT_RETRY_PACE),
+                    retry=False,
+                    restartable=self.restartable,
                 )
                 self._stall.sent(report)
+                if failing:
+                    failing = False
+                    log.info("work queue %s: heartbeats reach the server again", self.name)
                 for lease_id, at in answer.get("splits", {}).items():
                     # Also leases taken since the heartbeat left: the server
                     # answers for every lease of this worker a split was asked of.
@@ -359,6 +391,11 @@ class Leaser:
                         lease, tracker = self._held.get(int(lease_id)), self._trackers.get(int(lease_id))
                     if lease is not None and tracker is not None:
                         self._answer_split(lease, tracker, at, answer.get("split_min_records", 1))
+            except errors.ConnectionError as exc:
+                if not failing:
+                    log.warning("work queue %s: heartbeat failed, retrying: %s", self.name, exc)
+                failing = True
+                continue
             except errors.ShardlineError as exc:
                 log.warning("work queue %s: heartbeat failed: %s", self.name, exc)
                 continue

@@ -232,6 +232,7 @@ class WorkQueue:
                     float(job["lease_timeout"]),
                     self.name,
                     on_leased=None if manager is None else self._record_local,
+                    restartable=manager is not None,
                 )
                 self._leaser_pid = pid
                 if manager is not None and self._restart_pid == pid:

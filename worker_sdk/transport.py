@@ -88,6 +88,7 @@ class Transport:
         server_wait: float = 0.0,
         raw: bool = False,
         retry_pace: float | None = None,
+        retry: bool = True,
     ):
         """One API call, retried as the module docstring says; every retry carries the same ``idempotency_key``.
 
@@ -95,7 +96,8 @@ class Transport:
         take), added to the read timeout. ``raw``: the answer's bytes (a CSV
         export), not its JSON. ``retry_pace``: the longest wait between
         retries, the server's Retry-After included (a heartbeat's lease runs
-        out behind a longer one).
+        out behind a longer one). ``retry``: False raises the first failure
+        that would be retried (the caller retries with a newer request).
         """
         url = self.url + path
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
@@ -129,6 +131,8 @@ class Transport:
                 wait = max(self.backoff(attempt), _retry_after(response))
             if retry_pace is not None:
                 wait = min(wait, retry_pace)
+            if not retry:
+                raise errors.ConnectionError(f"{method} {url} failed: {problem}")
             if time.monotonic() + wait > deadline:
                 raise errors.ConnectionError(
                     f"gave up on {method} {url} after {attempt + 1} attempts over {self.retry_seconds:.0f}s "

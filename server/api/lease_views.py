@@ -180,14 +180,15 @@ class ExtendManyView(APIView):
         if data["wait"] and not beat.splits and not beat.lost and len(beat.jobs) == 1:
             # Held until a split is asked of a lease of these holders. While
             # it waits, its connection says the holder lives: dropped
-            # unanswered, the holders' leases expire (server/gateway.py).
+            # unanswered, the holders' leases expire (server/gateway.py),
+            # unless their restart is to take them back.
             (job_id,) = beat.jobs
             wait = waits.Wait(
                 data["wait"],
                 job_id,
                 holders=beat.holders,
                 answer="heartbeat_in",
-                caller=caller,
+                caller=None if data["restartable"] else caller,
                 extended=tuple(beat.extended.items()),
             )
             waits.offer(request, response, wait)

@@ -368,7 +368,12 @@ class ExtendManySerializer(StrictSerializer):
         help_text="Seconds the server may hold the heartbeat of leases of one job until a split is asked of one of "
         "them (over ASGI; then heartbeat_in is 0: send the next one at once). 0: answer at once. While it waits, "
         "its connection says the holder lives: should it drop unanswered and the holder not beat again within "
-        "a second, the holders' leases on the job expire at once.",
+        "a second, the holders' leases on the job expire at once (unless restartable).",
+    )
+    restartable = serializers.BooleanField(
+        default=False,
+        help_text="The holders will be restarted under their names and take their leases back (DeepRec's "
+        "LocalWorkMgr): a dropped heartbeat leaves their leases to their restart, or to their lease timeout.",
     )
     stall = StallSerializer(
         required=False,

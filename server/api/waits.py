@@ -17,10 +17,11 @@ from dataclasses import dataclass
 # The header that carries a gateway's run id to the view (as ASGI spells
 # it); the gateway drops any a client sent.
 GATEWAY_HEADER = b"x-shardline-gateway"
-# The waits offered, by run id, until the gateway takes them: the view runs
-# on one of the gateway's threads, in the same process.
+# The gateway's runs under way, and the waits their views offered, by run
+# id, until the gateway takes them: the view runs on one of the gateway's
+# threads, in the same process. Only a run the gateway opened may offer.
+_runs: set[str] = set()
 _offered: dict[str, "Wait"] = {}
-_gateway = False  # only a process that runs the gateway takes offers
 
 
 @dataclass(frozen=True)
@@ -43,20 +44,21 @@ class Wait:
     extended: tuple = ()
 
 
-def serve_with_gateway() -> None:
-    """This process runs the gateway (server/gateway.py), which takes every wait offered."""
-    global _gateway
-    _gateway = True
+def open_run(run: str) -> str:
+    """A run of a request through Django that the gateway will ``taken`` (its id)."""
+    _runs.add(run)
+    return run
 
 
 def offer(request, response, wait: Wait):
     """Marks ``response`` as one that may wait, when the gateway runs the request."""
     run = request.META.get("HTTP_X_SHARDLINE_GATEWAY")
-    if _gateway and run:
+    if run in _runs:
         _offered[run] = wait
     return response
 
 
 def taken(run: str) -> Wait | None:
-    """The wait offered by the view of the gateway's run ``run``, if one was (once)."""
+    """The wait offered by the view of the gateway's run ``run``, if one was (once); the run is over."""
+    _runs.discard(run)
     return _offered.pop(run, None)

@@ -4,11 +4,14 @@
 -- on the job expire now, so the next take hands them on (each an attempt,
 -- as an expiry always was), not a lease timeout later.
 --
--- Kept: a lease extended, taken or resumed since the drop (a live holder
--- whose connection blipped and that beat again, a restarted worker of the
--- same name). A lease the dropped heartbeat extended (%(ids)s) was not if
--- it still ends when that heartbeat made it end; one taken since the
--- heartbeat left was not if it ends before the drop plus the lease timeout.
+-- Whether a lease was extended since, by facts of the lease alone (no clock
+-- of the server's notice, which may come after a holder's quick retry):
+-- one the dropped heartbeat extended (%(ids)s) was not if it still ends when
+-- that heartbeat made it end; one it did not carry (taken while it waited)
+-- was not if it still ends a lease timeout after it was leased, and it was
+-- leased before the drop. A live holder whose connection blipped beats
+-- again, with every lease it holds, and keeps them; so does a restarted
+-- worker of the same name, whose resumed leases are newer than the drop.
 -- Fenced as ever: a holder that comes back after its lease went to another
 -- is told it is lost. Only the caller's own leases (holder, scope), as
 -- extend.sql.
@@ -24,8 +27,8 @@ WITH beat AS (
        AND shardline_name_in_scope(j.name, %(scope)s::text[])
        AND i.expires_at > shardline_now()
        AND coalesce(i.expires_at <= (SELECT b.expires_at FROM beat AS b WHERE b.id = i.id),
-                    i.expires_at < shardline_now() - make_interval(secs => %(since)s)
-                                   + make_interval(secs => j.lease_timeout))
+                    i.expires_at <= i.leased_at + make_interval(secs => j.lease_timeout)
+                    AND i.leased_at < shardline_now() - make_interval(secs => %(since)s))
  RETURNING i.id
 ), counted AS (
     SELECT count(*) AS expired FROM gone

@@ -94,14 +94,14 @@ class Holder:
     def beat(self, wait: float = 0.0) -> dict:
         return self.post("/api/v1/leases/extend/", self.body(wait))
 
-    def body(self, wait: float) -> dict:
-        return {"leases": [{"id": self.lease["id"], "token": self.lease["token"]}], "wait": wait}
+    def body(self, wait: float, **more) -> dict:
+        return {"leases": [{"id": self.lease["id"], "token": self.lease["token"]}], "wait": wait, **more}
 
-    def drop_a_held_heartbeat(self) -> None:
+    def drop_a_held_heartbeat(self, **more) -> None:
         """Sends a heartbeat the server holds, and closes the connection once the server has extended the lease."""
         before = Item.objects.get(id=self.lease["id"]).expires_at
         connection = http.client.HTTPConnection(*self.address, timeout=30)
-        connection.request("POST", "/api/v1/leases/extend/", json.dumps(self.body(20)), self.headers)
+        connection.request("POST", "/api/v1/leases/extend/", json.dumps(self.body(20, **more)), self.headers)
         wait_until(lambda: extended(self.lease["id"], before), 10, message=f"{self.name}'s held heartbeat")
         connection.close()
 
@@ -155,3 +155,50 @@ def test_a_lease_taken_while_the_held_heartbeat_waited_goes_back_too(one_process
         assert answer["leases"], answer  # a lease timeout would be 60 s: the wait would end with nothing
         got += [lease["item"] for lease in answer["leases"]]
     assert sorted(got) == ["/a", "/b"]
+
+
+def test_a_holder_that_beats_again_keeps_the_lease_it_took_while_the_dropped_one_waited(
+    one_process_server, live_keys, job_name
+):
+    from tests.support import Api
+
+    api = Api(one_process_server.url, live_keys["worker"])
+    works = ["/a", "/b", "/c"]
+    job = api.post("/api/v1/jobs/", {"name": job_name, "works": works, "shuffle": False, "lease_timeout": 60}).json()
+    blip = Holder(one_process_server.url, live_keys["worker"], job["id"], f"blip-{uuid.uuid4().hex[:6]}")
+    before = Item.objects.get(id=blip.lease["id"]).expires_at
+    connection = http.client.HTTPConnection(*blip.address, timeout=30)
+    connection.request("POST", "/api/v1/leases/extend/", json.dumps(blip.body(20)), blip.headers)
+    wait_until(lambda: extended(blip.lease["id"], before), 10, message="the held heartbeat")
+    (second,) = blip.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": blip.name})["leases"]
+    assert second["item"] == "/b"
+    connection.close()
+    # The SDK's next heartbeat, at once: every lease it holds, the one taken since included.
+    refs = [{"id": lease["id"], "token": lease["token"]} for lease in (blip.lease, second)]
+    beat = blip.post("/api/v1/leases/extend/", {"leases": refs})
+    assert sorted(beat["extended"]) == sorted(str(lease["id"]) for lease in (blip.lease, second))
+
+    # Another holder's drop, later: when its item comes back, the blip's check has run (one process, in order).
+    dead = Holder(one_process_server.url, live_keys["worker"], job["id"], f"dead-{uuid.uuid4().hex[:6]}")
+    dead.drop_a_held_heartbeat()
+    answer = blip.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": f"taker-{uuid.uuid4().hex[:6]}", "wait": 20})
+    assert [lease["item"] for lease in answer["leases"]] == ["/c"], answer
+    kept = Item.objects.get(id=second["id"])
+    assert (kept.state, kept.worker, kept.token) == ("leased", blip.name, second["token"])
+
+
+def test_a_restartable_holders_leases_wait_for_its_restart(one_process_server, live_keys, job_name):
+    # A LocalWorkMgr's worker is restarted under its name and takes its leases back (tests/deeprec).
+    from tests.support import Api
+
+    api = Api(one_process_server.url, live_keys["worker"])
+    job = api.post("/api/v1/jobs/", {"name": job_name, "works": ["/r", "/d"], "shuffle": False, "lease_timeout": 60})
+    job = job.json()
+    restartable = Holder(one_process_server.url, live_keys["worker"], job["id"], f"task-{uuid.uuid4().hex[:6]}")
+    dead = Holder(one_process_server.url, live_keys["worker"], job["id"], f"dead-{uuid.uuid4().hex[:6]}")
+    restartable.drop_a_held_heartbeat(restartable=True)
+    dead.drop_a_held_heartbeat()
+    answer = dead.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": f"taker-{uuid.uuid4().hex[:6]}", "wait": 20})
+    assert [lease["item"] for lease in answer["leases"]] == ["/d"], answer
+    kept = Item.objects.get(id=restartable.lease["id"])
+    assert (kept.state, kept.worker) == ("leased", restartable.name)
