@@ -407,9 +407,13 @@ class Leaser:
                     self._held.pop(int(lease_id), None)
             interval = answer.get("heartbeat_in")
             self._range_interval = RANGE_HEARTBEAT if interval is None else float(interval)
-            again = interval == 0
-            if again or interval is None:  # a held heartbeat comes back with 0, one answered at once without
-                self._server_waits = again
+            held_back = interval == 0  # a held heartbeat comes back with 0, one answered at once without
+            finished = bool(answer.get("done"))
+            if held_back or (interval is None and not finished):
+                self._server_waits = held_back
+            # What it carried was finished meanwhile (nothing to hold it for):
+            # the next goes at once, for what is held now.
+            again = held_back or finished
             for lease_id in answer.get("lost", []):
                 if self._holds(lease_id):  # not one acknowledged while the heartbeat was on its way
                     self._lost(lease_id, "the heartbeat was refused")
