@@ -1,10 +1,19 @@
 """Several leased items read at once, their records merged: WorkQueue.dataset()'s engine.
 
 Each of ``cycle_length`` slots is a thread with its own stream: it leases an
-item, reads its records into a shared buffer (``block_length`` at a time)
-and acknowledges the item when the reader is done, then leases the next. A
-slot that finds nothing waits at the end of the queue holding nothing, while
-the other slots go on reading.
+item, reads its records into a shared buffer (``block_length`` at a time),
+then leases the next. A slot that finds nothing waits at the end of the
+queue, while the other slots go on reading.
+
+Claims follow consumption: a record of a record range is claimed (its
+position reported, a split cut no lower) when the consumer receives it, not
+when a slot reads it. A slot reads ahead at most what the buffer holds; a
+split may cut below what it read, and the records read past the cut are
+dropped when they reach the consumer, never delivered (the remainder's new
+holder reads them). An item is acknowledged once the consumer has received
+its last record, with its slot's next take. A consumer that closes the
+dataset mid-item keeps what it received: the rest of each range goes back
+as a new item (``Stream.stop_at``).
 
 Why threads and not ``tf.data.Dataset.interleave`` over a generator of
 leases: tf.data's interleave does not read its current elements while its
@@ -23,18 +32,71 @@ from __future__ import annotations
 import queue as queue_module
 import threading
 import time
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from . import stall
 from .protocol import Lease
 from .stream import QueueExhausted, Stream
+from .tracker import RangeTracker
 
 _PUT_POLL = 0.1  # seconds between checks for a closed consumer while the buffer is full
 _CLOSE_SECONDS = 30.0
+_STOPPED = "the consumer stopped before receiving this item's last record"
 
 
 class _Stop(Exception):
     """The consumer closed the dataset: a slot stops where it is."""
+
+
+class _Reading:
+    """One leased item on its way to the consumer: its stream, its tracker, and the next record to receive."""
+
+    def __init__(self, stream: Stream, lease: Lease):
+        self.stream, self.lease = stream, lease
+        ranged = lease.start is not None and lease.end is not None
+        self.tracker: RangeTracker | None = stream.track(lease) if ranged else None
+        self.received = lease.start  # the position of the next record the consumer receives
+
+    def split_off(self, position: int) -> bool:
+        """Whether record ``position`` went to another worker (a slot reads no further)."""
+        return self.tracker is not None and position >= self.tracker.end
+
+    def claim(self, position: int) -> bool:
+        if not self.stream.claim(self.tracker, position):
+            return False
+        if self.tracker is not None:
+            self.received = position + 1
+        return True
+
+    def done(self) -> None:
+        self._untrack()
+        self.stream.consumed(self.lease)
+
+    def failed(self, error: BaseException) -> None:
+        self._untrack()
+        self.stream.settle(self.lease, f"{type(error).__name__}: {error}")
+
+    def stop(self) -> None:
+        self.stream.stop_at(self.lease, self.received, _STOPPED)
+
+    def _untrack(self) -> None:
+        if self.tracker is not None:
+            self.stream.untrack(self.lease)
+
+
+class _Block(NamedTuple):
+    reading: _Reading
+    first: int | None  # the position of its first record (None: not a record range)
+    records: list
+
+
+class _End(NamedTuple):
+    reading: _Reading
+
+
+class _Failed(NamedTuple):
+    reading: _Reading
+    error: BaseException
 
 
 def interleave(
@@ -43,12 +105,27 @@ def interleave(
     cycle_length: int,
     block_length: int,
 ) -> Iterator:
-    """Yields the records of leased items (``read(lease)``), ``cycle_length`` items read at a time."""
+    """Yields the records of leased items (``read(lease)``), ``cycle_length`` items read at a time.
+
+    ``new_stream()`` must make streams with ``lag=None``: the consumer here
+    says when it received an item whole.
+    """
     if cycle_length < 1 or block_length < 1:
         raise ValueError(f"cycle_length and block_length must be >= 1, not {cycle_length} and {block_length}")
-    buffer: queue_module.Queue = queue_module.Queue(maxsize=2 * cycle_length)
+    # A block per slot: each slot may be one block ahead of the consumer,
+    # which is as little as lets every slot read while the consumer does.
+    buffer: queue_module.Queue = queue_module.Queue(maxsize=cycle_length)
     stop = threading.Event()
     streams = [new_stream() for _ in range(cycle_length)]
+    # By lease id: the items the consumer has not received whole. Each is
+    # taken out once, by the consumer (its end, or the close) or by a slot
+    # whose take returned after the close.
+    readings: dict[int, _Reading] = {}
+    readings_lock = threading.Lock()
+
+    def out(reading: _Reading) -> bool:
+        with readings_lock:
+            return readings.pop(reading.lease.id, None) is not None
 
     def put(message) -> None:
         while not stop.is_set():
@@ -59,6 +136,36 @@ def interleave(
                 continue
         raise _Stop
 
+    def read_item(reading: _Reading) -> None:
+        """Puts the item's records in the buffer, then its end (or its reader's error)."""
+        source = iter(read(reading.lease))
+        position = reading.lease.start
+        first, block = position, []
+        try:
+            for record in source:
+                if position is not None:
+                    if reading.split_off(position):
+                        break  # the rest of the range is another worker's
+                    position += 1
+                block.append(record)
+                if len(block) == block_length:
+                    put(_Block(reading, first, block))
+                    first, block = position, []
+        except _Stop:
+            raise
+        except Exception as exc:  # the records read before it are the consumer's; then the item fails
+            if block:
+                put(_Block(reading, first, block))
+            put(_Failed(reading, exc))
+            return
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()  # the reader's file, when a split stopped it early
+        if block:
+            put(_Block(reading, first, block))
+        put(_End(reading))
+
     def slot(stream: Stream) -> None:
         try:
             while True:
@@ -66,21 +173,18 @@ def interleave(
                     lease = stream.next()
                 except QueueExhausted:
                     break
-                block = []
-                records = stream.records(lease, read(lease))
+                reading = _Reading(stream, lease)
+                with readings_lock:
+                    readings[lease.id] = reading
                 try:
-                    for record in records:
-                        block.append(record)
-                        if len(block) == block_length:
-                            put(block)
-                            block = []
-                finally:
-                    records.close()  # on _Stop: the item goes back for another attempt
-                if block:
-                    put(block)
+                    read_item(reading)
+                except _Stop:
+                    if out(reading):  # leased as the consumer closed: given back here
+                        reading.stop()
+                    raise
         except _Stop:
             pass
-        except BaseException as exc:  # the reader's error (its item is failed) reaches the consumer
+        except BaseException as exc:  # the take's error (a cancelled job) reaches the consumer
             buffer.put(exc)
             return
         buffer.put(None)
@@ -99,25 +203,33 @@ def interleave(
             message = buffer.get()
             if message is None:
                 running -= 1
-            elif isinstance(message, BaseException):
-                raise message
-            else:
-                for record in message:
+            elif isinstance(message, _Block):
+                for offset, record in enumerate(message.records):
+                    if message.first is not None and not message.reading.claim(message.first + offset):
+                        break  # read ahead past a split: dropped, the remainder's holder reads it
                     meter.got()
                     yield record
                     meter.wait()
+            elif isinstance(message, _End):
+                if out(message.reading):
+                    message.reading.done()
+            elif isinstance(message, _Failed):
+                if out(message.reading):
+                    message.reading.failed(message.error)
+                raise message.error
+            else:
+                raise message
         meter.got()  # the wait that found the end is the consumer's too
     finally:
         meter.stop()
         stop.set()
         for stream in streams:
             stream.stop()
-        # Slots blocked on a full buffer see the stop within _PUT_POLL and
-        # give their items back; one in the middle of a request finishes it
-        # first. A slot in a take, which may wait on the server for work,
-        # holds no item to give back yet: it is not waited for, and gives back
-        # what the take brings when it returns. Past the deadline, a slot is
-        # left to end on its own.
+        # Slots blocked on a full buffer see the stop within _PUT_POLL; one
+        # in the middle of a request finishes it first. A slot in a take,
+        # which may wait on the server for work, holds no item to give back
+        # yet: it is not waited for, and gives back what the take brings when
+        # it returns. Past the deadline, a slot is left to end on its own.
         deadline = time.monotonic() + _CLOSE_SECONDS
         while (
             any(thread.is_alive() and not stream.taking for thread, stream in zip(threads, streams))
@@ -127,3 +239,11 @@ def interleave(
                 buffer.get(timeout=_PUT_POLL)
             except queue_module.Empty:
                 pass
+        # What the consumer did not receive whole goes back; what it did is acknowledged.
+        with readings_lock:
+            left = list(readings.values())
+            readings.clear()
+        for reading in left:
+            reading.stop()
+        for stream in streams:
+            stream.flush_consumed()

@@ -255,6 +255,32 @@ class Leaser:
                 lease, lambda: self.client.fail(lease.id, lease.token, error), "its failure report was refused"
             )
 
+    def stop_at(self, lease: Lease, position: int | None, reason: str) -> None:
+        """Its consumer stopped at record ``position``: ``[start, position)`` is read, the rest goes back as a new item.
+
+        The rest is cut off as a split would (server/sql/cut.sql), so no
+        record the consumer received is read again. With nothing received
+        (or not a record range) the item is given back whole, as ``fail``.
+        """
+        with self._lock:
+            tracker = self._trackers.pop(lease.id, None)
+        if tracker is not None:
+            tracker.stop()  # a split the heartbeat answers now cannot cut below what was received
+        if lease.local or lease.start is None or position is None or position <= lease.start:
+            self.fail([lease], reason)
+            return
+        if position < lease.end:
+            try:
+                self.client.split(lease.id, lease.token, position)
+            except errors.LeaseLostError:
+                self._lost(lease.id, "its cut was refused")
+                return
+            except errors.ShardlineError as exc:
+                log.warning("work queue %s: could not give back the rest of lease %s: %s", self.name, lease.id, exc)
+                self.fail([lease], reason)
+                return
+        self.complete([lease])
+
     def _report(self, lease: Lease, send, refused: str) -> None:
         """Sends one lease's completion or failure (marked as sending by the caller); it is held no more."""
         try:

@@ -70,15 +70,17 @@ class Stream:
     when it asks for another: 1 for a loop that handles one item at a time,
     3 for input_producer (one item in the reader, one in its queue, one
     waiting to be enqueued). Older leases are acknowledged with the next take,
-    in the same request. A stream that ends keeps what it still reads until
-    ``finish()``.
+    in the same request. ``lag=None``: the consumer says when it received an
+    item's last record (``consumed``), however far its reader ran ahead
+    (WorkQueue.dataset's slots). A stream that ends keeps what it still reads
+    until ``finish()``.
     """
 
     def __init__(
         self,
         leaser: Callable[[], Leaser],
         name: str,
-        lag: int = 1,
+        lag: int | None = 1,
         tracks: bool = False,
         upto_epoch: int | None = None,
         sync: bool = False,
@@ -107,6 +109,11 @@ class Stream:
         # In a take, which may wait on the server for work: it holds nothing
         # new until it returns (a closing consumer need not wait for it).
         self.taking = False
+        # Leases its consumer received whole (lag=None), to acknowledge with
+        # the next take; under _lock with ``taking`` (a take on its way, or an
+        # ended stream, takes none: they are sent at once).
+        self._consumed: list[Lease] = []
+        self._lock = threading.Lock()
         self._stopped = threading.Event()
         # The pause last logged: said once when a pause begins, not at every take while it lasts.
         self._paused: str | None = None
@@ -125,7 +132,7 @@ class Stream:
             raise QueueExhausted(exhausted_message(self.name))
         leaser = self._leaser()
         finished = []
-        while len(self.open) >= self.lag:
+        while self.lag is not None and len(self.open) >= self.lag:
             finished.append(self.open.popleft())
         if self.handoff:
             finished = []  # the items are the receiving process's to complete
@@ -138,11 +145,14 @@ class Stream:
         wait = process_waits()
         try:
             while True:
-                self.taking = True
+                with self._lock:
+                    self.taking = True
+                    finished, self._consumed = finished + self._consumed, []
                 try:
                     leases, answer = leaser.take(finished, self.scope(), self.tracks, wait=wait)
                 finally:
-                    self.taking = False
+                    with self._lock:
+                        self.taking = False
                 finished = []
                 self._say_paused(answer.paused)
                 self._say_slicing(answer.slicing)
@@ -150,7 +160,9 @@ class Stream:
                     self.open.append(leases[0])
                     return leases[0]
                 if queue_ended(answer, leaser.known()):
-                    self.ended = True
+                    with self._lock:
+                        self.ended = True
+                    self.flush_consumed()  # received meanwhile: no take of this stream will carry them
                     raise QueueExhausted(exhausted_message(self.name))
                 if answer.waiting_on is not None:
                     mark_at_end(self, True)
@@ -234,10 +246,8 @@ class Stream:
         try:
             for record in iterator:
                 if tracker is not None:
-                    if not tracker.try_claim(position):
+                    if not self.claim(tracker, position):
                         break  # the rest of the range was split off
-                    if self.budget is not None:
-                        self.budget.left -= 1
                     position += 1
                 if last is not _NOTHING:
                     yield last
@@ -282,11 +292,50 @@ class Stream:
             self._leaser().fail([lease], error)
         mark_at_end(self, self._holds_at_end())
 
+    def consumed(self, lease: Lease) -> None:
+        """The consumer received ``lease``'s last record (lag=None): acknowledged with the next take.
+
+        At once when no take will come soon: one is on its way (it may wait
+        on the server for this very item's end), or the stream has ended.
+        """
+        with self._lock:
+            try:
+                self.open.remove(lease)
+            except ValueError:
+                return
+            later = not (self.taking or self.ended)
+            if later:
+                self._consumed.append(lease)
+        if not later:
+            self._leaser().complete([lease])
+        mark_at_end(self, self._holds_at_end())
+
+    def stop_at(self, lease: Lease, position: int | None, reason: str) -> None:
+        """The consumer stopped at record ``position`` of ``lease``: what it received is read, the rest goes back.
+
+        ``position`` None (or the range's first record): nothing of it was
+        received, and the item is given back whole for another attempt.
+        """
+        with self._lock:
+            try:
+                self.open.remove(lease)
+            except ValueError:
+                return
+        self._leaser().stop_at(lease, position, reason)
+
+    def flush_consumed(self) -> None:
+        """Acknowledges now what the consumer received whole (it closes: no take will carry them)."""
+        with self._lock:
+            leases, self._consumed = self._consumed, []
+        if leases:
+            self._leaser().complete(leases)
+
     def finish(self) -> None:
         """The consumer read everything it was given: acknowledge what is open."""
         leases, self.open = list(self.open), collections.deque()
         if leases:
             self._leaser().complete(leases)
+        self.flush_consumed()
         mark_at_end(self, False)
         self.meter.stop(worked=True)
 
@@ -295,6 +344,7 @@ class Stream:
         leases, self.open = list(self.open), collections.deque()
         if leases:
             self._leaser().fail(leases, error)
+        self.flush_consumed()
         mark_at_end(self, False)
         self.meter.stop(worked=True)
 
@@ -305,8 +355,20 @@ class Stream:
     def reset(self) -> None:
         """After a restore (every lease fenced): hold nothing, and read again."""
         self.open.clear()
+        with self._lock:
+            self._consumed = []
         self.ended = False
         mark_at_end(self, False)
 
     def _holds_at_end(self) -> bool:
         return self.ended and bool(self.open)
+
+    def claim(self, tracker: RangeTracker | None, position: int) -> bool:
+        """Claims record ``position`` for the consumer (False: a split gave it to another worker), counting its budget."""
+        if tracker is None:
+            return True
+        if not tracker.try_claim(position):
+            return False
+        if self.budget is not None:
+            self.budget.left -= 1
+        return True

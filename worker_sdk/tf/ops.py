@@ -262,7 +262,13 @@ def interleaved_dataset(queue: WorkQueue, reader, cycle_length: int, block_lengt
             return reader(lease.item, lease.offset)
 
     signature = output_signature or tf.TensorSpec(shape=[], dtype=tf.string)
-    return tf.data.Dataset.from_generator(
-        lambda: interleave(lambda: queue.stream(tracks=True), read, cycle_length, block_length),
+    dataset = tf.data.Dataset.from_generator(
+        lambda: interleave(lambda: queue.stream(lag=None, tracks=True), read, cycle_length, block_length),
         output_signature=signature,
     )
+    # A record counts as read when the generator hands it to TensorFlow
+    # (worker_sdk.interleave): the prefetch tf.data would inject after it
+    # holds records the model has not reached, which a split cannot take back.
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    return dataset.with_options(options)
