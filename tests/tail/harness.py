@@ -48,6 +48,7 @@ def start_reader(
     barrier: Path,
     parties: int,
     die_after: int = 0,
+    stop_after: int = 0,
 ):
     return subprocess.Popen(
         [
@@ -70,6 +71,8 @@ def start_reader(
             str(parties),
             "--die-after",
             str(die_after),
+            "--stop-after",
+            str(stop_after),
             *works,
         ],
         cwd=ROOT,

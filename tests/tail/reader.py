@@ -53,6 +53,7 @@ def main():
     parser.add_argument("--barrier", required=True, help="a folder: every reader starts reading together")
     parser.add_argument("--parties", type=int, required=True)
     parser.add_argument("--die-after", type=int, default=0, help="SIGKILL itself after reading this many records")
+    parser.add_argument("--stop-after", type=int, default=0, help="stop reading after this many records, and exit")
     parser.add_argument("works", nargs="+")
     args = parser.parse_args()
     queue = WorkQueue(
@@ -79,8 +80,12 @@ def main():
             for record in work.records():
                 use(record)
     elif args.shape == "dataset":
-        for record in queue.dataset(cycle_length=2).as_numpy_iterator():
+        records = queue.dataset(cycle_length=2).as_numpy_iterator()
+        for record in records:
             use(record)
+            if read == args.stop_after:
+                break  # the training loop stops early: its iterator goes, and with it the dataset's reading
+        del records
     else:
         from torch.utils.data import DataLoader
 

@@ -1,0 +1,44 @@
+"""A training loop that stops reading in the middle of a slice: what it received stays read, the rest goes back.
+
+WorkQueue.dataset() reads ahead of its consumer (a block per slot) and
+claims a record only when the consumer receives it. A loop that stops after
+a few hundred records of a 1,500-record slice and drops its iterator keeps
+those as read: the rest of the range is cut off as a new item, which the
+next reader reads, and no record is read twice or never.
+"""
+
+import uuid
+from collections import Counter
+
+import pytest
+
+from .harness import Lines, check_exactly_once, sliced_job, start_reader, write_files
+
+LINES = 1500
+STOP_AFTER = 300
+
+
+@pytest.mark.tf
+@pytest.mark.timeout(150)
+def test_a_dataset_loop_that_stops_mid_slice_leaves_only_its_unread_records(sdk_env, celery_worker, tmp_path):
+    works = write_files(tmp_path, 1, LINES)
+    name = f"stop-{uuid.uuid4().hex[:6]}"
+    queue = sliced_job(works, name, sdk_env["SHARDLINE_RUN"], 1)
+    barrier = tmp_path / "barrier-quitter"
+    barrier.mkdir()
+    quitter = Lines(
+        start_reader(sdk_env, "dataset", name, 1, 0.0, "quitter", works, barrier, 1, stop_after=STOP_AFTER)
+    )
+    assert quitter.ended_well(90)
+    assert len(quitter.read) == STOP_AFTER
+    marks = queue.watermarks()
+    assert (marks["leased"], marks["pending"], marks["done"]) == (0, 1, 1), marks  # [0, 300) done, the rest pending
+
+    barrier = tmp_path / "barrier-finisher"
+    barrier.mkdir()
+    finisher = Lines(start_reader(sdk_env, "ranges", name, 1, 0.0, "finisher", works, barrier, 1))
+    assert finisher.ended_well(90)
+    assert len(finisher.read) == LINES - STOP_AFTER
+    check_exactly_once(works, Counter(quitter.read + finisher.read))
+    job = queue._client.job(queue.job["id"])
+    assert (job["state"], job["splits"]) == ("done", 1), job
