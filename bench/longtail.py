@@ -157,13 +157,16 @@ def range_worker(index, url, key, works, name, speed, split_tail, ready, go, sta
     )
 
 
-def run_processes(target, args_for, count: int) -> tuple[float, list]:
-    """Starts ``count`` spawned processes of ``target``, starts them together once all are attached; (start, results)."""
+def run_processes(target, args_for, count: int, daemon: bool = True) -> tuple[float, list]:
+    """Starts ``count`` spawned processes of ``target``, starts them together once all are attached; (start, results).
+
+    ``daemon=False`` for targets that start processes of their own (a DataLoader's loaders).
+    """
     context = multiprocessing.get_context("spawn")
     ready, out, go = context.Queue(), context.Queue(), context.Event()
     start_value = context.Value("d", 0.0)
     processes = [
-        context.Process(target=target, args=(*args_for(i), ready, go, start_value, out), daemon=True)
+        context.Process(target=target, args=(*args_for(i), ready, go, start_value, out), daemon=daemon)
         for i in range(count)
     ]
     for process in processes:

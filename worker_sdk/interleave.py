@@ -10,10 +10,13 @@ position reported, a split cut no lower) when the consumer receives it, not
 when a slot reads it. A slot reads ahead at most what the buffer holds; a
 split may cut below what it read, and the records read past the cut are
 dropped when they reach the consumer, never delivered (the remainder's new
-holder reads them). An item is acknowledged once the consumer has received
-its last record, with its slot's next take. A consumer that closes the
-dataset mid-item keeps what it received: the rest of each range goes back
-as a new item (``Stream.stop_at``).
+holder reads them). A slot takes its next item once the consumer has
+received the last one whole, and acknowledges it in that take: a slot whose
+reader ran ahead is not an idle worker (it would ask for splits and lease
+items its consumer reaches only later), and the end of an item reaches the
+server in one request with the next take, as in a loop of ``items()``. A
+consumer that closes the dataset mid-item keeps what it received: the rest
+of each range goes back as a new item (``Stream.stop_at``).
 
 Why threads and not ``tf.data.Dataset.interleave`` over a generator of
 leases: tf.data's interleave does not read its current elements while its
@@ -56,6 +59,7 @@ class _Reading:
         ranged = lease.start is not None and lease.end is not None
         self.tracker: RangeTracker | None = stream.track(lease) if ranged else None
         self.received = lease.start  # the position of the next record the consumer receives
+        self.finished = threading.Event()  # the consumer received it whole, or its reader failed
 
     def split_off(self, position: int) -> bool:
         """Whether record ``position`` went to another worker (a slot reads no further)."""
@@ -71,10 +75,12 @@ class _Reading:
     def done(self) -> None:
         self._untrack()
         self.stream.consumed(self.lease)
+        self.finished.set()
 
     def failed(self, error: BaseException) -> None:
         self._untrack()
         self.stream.settle(self.lease, f"{type(error).__name__}: {error}")
+        self.finished.set()
 
     def stop(self) -> None:
         self.stream.stop_at(self.lease, self.received, _STOPPED)
@@ -136,12 +142,13 @@ def interleave(
                 continue
         raise _Stop
 
-    def read_item(reading: _Reading) -> None:
-        """Puts the item's records in the buffer, then its end (or its reader's error)."""
-        source = iter(read(reading.lease))
+    def read_item(reading: _Reading) -> bool:
+        """Puts the item's records in the buffer, then its end; False after its reader's error (the consumer raises it)."""
+        source = None
         position = reading.lease.start
         first, block = position, []
         try:
+            source = iter(read(reading.lease))
             for record in source:
                 if position is not None:
                     if reading.split_off(position):
@@ -157,7 +164,7 @@ def interleave(
             if block:
                 put(_Block(reading, first, block))
             put(_Failed(reading, exc))
-            return
+            return False
         finally:
             close = getattr(source, "close", None)
             if close is not None:
@@ -165,6 +172,7 @@ def interleave(
         if block:
             put(_Block(reading, first, block))
         put(_End(reading))
+        return True
 
     def slot(stream: Stream) -> None:
         try:
@@ -177,7 +185,12 @@ def interleave(
                 with readings_lock:
                     readings[lease.id] = reading
                 try:
-                    read_item(reading)
+                    if not read_item(reading):
+                        return  # the consumer raises the reader's error: this slot takes nothing more
+                    while not reading.finished.wait(_PUT_POLL):  # the consumer's turn: see the module's text
+                        if stop.is_set():
+                            raise _Stop
+                    stream.flush_consumed()
                 except _Stop:
                     if out(reading):  # leased as the consumer closed: given back here
                         reading.stop()

@@ -272,7 +272,9 @@ class WorkQueue:
         """
         self._leaser()
 
-    def stream(self, lag: int | None = 1, tracks: bool = False, upto_epoch: int | None = None, sync: bool = False) -> Stream:
+    def stream(
+        self, lag: int | None = 1, tracks: bool = False, upto_epoch: int | None = None, sync: bool = False
+    ) -> Stream:
         """A new consumer of this queue (see worker_sdk.stream); ``tracks``: its reader claims records.
 
         ``upto_epoch`` and ``sync``: a rank of synchronous training (worker_sdk.sync).

@@ -110,8 +110,7 @@ class Stream:
         # new until it returns (a closing consumer need not wait for it).
         self.taking = False
         # Leases its consumer received whole (lag=None), to acknowledge with
-        # the next take; under _lock with ``taking`` (a take on its way, or an
-        # ended stream, takes none: they are sent at once).
+        # the next take; under _lock with ``open``, ``taking`` and ``ended``.
         self._consumed: list[Lease] = []
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -293,17 +292,13 @@ class Stream:
         mark_at_end(self, self._holds_at_end())
 
     def consumed(self, lease: Lease) -> None:
-        """The consumer received ``lease``'s last record (lag=None): acknowledged with the next take.
-
-        At once when no take will come soon: one is on its way (it may wait
-        on the server for this very item's end), or the stream has ended.
-        """
+        """The consumer received ``lease``'s last record (lag=None): acknowledged with this stream's next take."""
         with self._lock:
             try:
                 self.open.remove(lease)
             except ValueError:
                 return
-            later = not (self.taking or self.ended)
+            later = not self.ended
             if later:
                 self._consumed.append(lease)
         if not later:

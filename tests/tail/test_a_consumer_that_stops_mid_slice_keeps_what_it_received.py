@@ -26,13 +26,13 @@ def test_a_dataset_loop_that_stops_mid_slice_leaves_only_its_unread_records(sdk_
     queue = sliced_job(works, name, sdk_env["SHARDLINE_RUN"], 1)
     barrier = tmp_path / "barrier-quitter"
     barrier.mkdir()
-    quitter = Lines(
-        start_reader(sdk_env, "dataset", name, 1, 0.0, "quitter", works, barrier, 1, stop_after=STOP_AFTER)
-    )
+    quitter = Lines(start_reader(sdk_env, "dataset", name, 1, 0.0, "quitter", works, barrier, 1, stop_after=STOP_AFTER))
     assert quitter.ended_well(90)
     assert len(quitter.read) == STOP_AFTER
     marks = queue.watermarks()
-    assert (marks["leased"], marks["pending"], marks["done"]) == (0, 1, 1), marks  # [0, 300) done, the rest pending
+    # What it received is done; the rest is pending (in more than one piece
+    # when its idle second slot had a piece split off for itself meanwhile).
+    assert marks["leased"] == 0 and marks["pending"] >= 1 and marks["done"] >= 1, marks
 
     barrier = tmp_path / "barrier-finisher"
     barrier.mkdir()
@@ -41,4 +41,4 @@ def test_a_dataset_loop_that_stops_mid_slice_leaves_only_its_unread_records(sdk_
     assert len(finisher.read) == LINES - STOP_AFTER
     check_exactly_once(works, Counter(quitter.read + finisher.read))
     job = queue._client.job(queue.job["id"])
-    assert (job["state"], job["splits"]) == ("done", 1), job
+    assert job["state"] == "done" and job["splits"] >= 1, job

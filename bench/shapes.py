@@ -1,0 +1,212 @@
+"""The liquid tail in the consumer shapes training scripts read with, side by side in one run.
+
+Usage:  .venv/bin/python bench/shapes.py [--shapes ranges,dataset1,dataset4,torch0,torch2]
+            [--workers 8] [--factors 1] [--costs equal] [--ideal-seconds 6] [--records 1200]
+            [--no-split-off] [--tfdata] [--json FILE]
+
+K worker processes (one 4x slower than the others) share one job of record
+ranges through the ASGI server of tests/support.py (gunicorn with uvicorn
+workers over server.asgi, 4 web processes), as bench/longtail.py's ranges
+part does: one CSV file of --records lines "record id,cost", cut into
+num_slices = factor x K slices given to the job as explicit ranges. Each
+worker trains on a record by sleeping cost / speed in its training loop, in
+one of these shapes:
+
+  ranges     for work in queue.ranges(): for line in work.records(): ...
+  dataset1   for line in queue.dataset(cycle_length=1).as_numpy_iterator(): ...
+  dataset4   the same, cycle_length=4
+  torch0     for line in DataLoader(WorkQueueDataset(queue, reader=readers.records), batch_size=None)
+  torch2     the same with num_workers=2 (loader processes)
+
+Each row prints, for split_tail on (and off, beside it): makespan / ideal
+(the last record trained on, from the common start); the records the slow
+worker trained on (its fair share is speed / total speed of all records);
+the end lag (from the job's last record to each worker's loop exit: the
+largest of the K, which at K=8 is the p99); and whether every record was
+trained on exactly once. --tfdata adds tf.data service with dynamic
+sharding on the same slices and speeds (bench/tfdata_service.py) to each
+row: a TF dataset's equivalent. Uses DATABASE_URL when set, else the
+embedded Postgres.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import _env  # noqa: F401  (first: it sets up the project)
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the spawned workers' TensorFlow start-up chatter
+from longtail import greedy, range_costs, run_processes, run_tfdata
+
+SHAPES = ("ranges", "dataset1", "dataset4", "torch0", "torch2")
+SLOW = 0.25  # the slow worker's speed; the others run at 1.0
+
+
+def training_loop(queue, shape: str):
+    """The records of ``queue`` as the training loop of ``shape`` receives them (bytes lines)."""
+    if shape == "ranges":
+        return (line for work in queue.ranges() for line in work.records())
+    if shape.startswith("dataset"):
+        return queue.dataset(cycle_length=int(shape[len("dataset") :])).as_numpy_iterator()
+    if shape.startswith("torch"):
+        from torch.utils.data import DataLoader
+
+        from worker_sdk import readers
+        from worker_sdk.torch import WorkQueueDataset
+
+        dataset = WorkQueueDataset(queue, reader=readers.records)
+        return iter(DataLoader(dataset, batch_size=None, num_workers=int(shape[len("torch") :])))
+    raise ValueError(f"unknown shape {shape!r}: one of {', '.join(SHAPES)}")
+
+
+def shape_worker(index, url, key, works, name, speed, split_tail, shape, ready, go, start_value, out):
+    from worker_sdk import WorkQueue
+
+    if shape.startswith("dataset"):
+        import tensorflow  # noqa: F401  (before the start: importing it takes seconds)
+    elif shape.startswith("torch"):
+        import torch.utils.data  # noqa: F401
+
+    queue = WorkQueue(works, shuffle=False, name=name, url=url, token=key, worker=f"w{index}", split_tail=split_tail)
+    job = queue.job  # attached before the start: the run measures dispatch, not set-up
+    ready.put(index)
+    go.wait(600)
+    start = start_value.value
+    time.sleep(max(0.0, start - time.time()))
+    read, last = [], start
+    for line in training_loop(queue, shape):
+        record, cost = bytes(line).split(b",")
+        time.sleep(float(cost) / speed)
+        last = time.time()
+        read.append(int(record))
+    exited = time.time()
+    queue.close()
+    out.put({"index": index, "job": job["id"], "read": read, "last": last, "exited": exited})
+
+
+def run_shape(url, key, works, speeds, split_tail, shape, records) -> dict:
+    name = f"shapes-{shape}-{'on' if split_tail else 'off'}-{uuid.uuid4().hex[:8]}"
+    start, results = run_processes(
+        shape_worker, lambda i: (i, url, key, works, name, speeds[i], split_tail, shape), len(speeds), daemon=False
+    )
+    read = Counter(record for result in results for record in result["read"])
+    end = max(result["last"] for result in results)
+    slow = next(result for result in results if result["index"] == 0)
+    return {
+        "makespan": end - start,
+        "exactly_once": read == Counter(range(records)),
+        "duplicates": sum(1 for n in read.values() if n > 1),
+        "missing": records - len(read),
+        "slow_read": len(slow["read"]),
+        "end_lag": max(result["exited"] - end for result in results),
+        # Each worker's last record and loop exit, seconds from the start, by worker index.
+        "workers": [
+            (round(r["last"] - start, 3), round(r["exited"] - start, 3))
+            for r in sorted(results, key=lambda r: r["index"])
+        ],
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--factors", default="1", help="slices per worker, comma-separated")
+    parser.add_argument("--costs", default="equal", help="equal, lognormal, or both")
+    parser.add_argument("--ideal-seconds", type=float, default=6.0)
+    parser.add_argument("--records", type=int, default=1200)
+    parser.add_argument("--no-split-off", action="store_true", help="skip the split_tail=off runs")
+    parser.add_argument("--tfdata", action="store_true", help="add tf.data service (dynamic sharding) to each row")
+    parser.add_argument("--tfdata-timeout", type=float, default=300)
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args()
+    shapes = args.shapes.split(",")
+    for shape in shapes:
+        if shape not in SHAPES:
+            parser.error(f"unknown shape {shape!r}: one of {', '.join(SHAPES)}")
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from server.services import accounts
+    from tests.support import ServerProcess, database_url
+
+    call_command("migrate", verbosity=0, interactive=False)
+    user, _ = accounts.ensure_user("bench", "worker")
+    _token, key = accounts.create_token(user, "worker", name="shapes bench")
+    server = ServerProcess(database_url(settings.DATABASES["default"]), workers=4).start()
+    speeds = [SLOW] + [1.0] * (args.workers - 1)
+    folder = Path(tempfile.mkdtemp(prefix="shardline-shapes-"))
+    began, rows = time.time(), []
+    print(
+        f"{args.workers} workers, speeds {speeds}, {args.records} records, ideal {args.ideal_seconds} s; "
+        "makespan / ideal, the slow worker's records (fair share), end lag s, exactly once",
+        flush=True,
+    )
+    print(f"  {'costs':<9} {'slices':>8} {'shape':<9} {'split on':>24} {'split off':>24} {'tf.data':>8}")
+    try:
+        for kind in args.costs.split(","):
+            raw = range_costs(kind, args.records, random.Random(2026))
+            scale = args.ideal_seconds * sum(speeds) / sum(raw)
+            costs = [c * scale for c in raw]
+            path = folder / f"{kind}.csv"
+            path.write_text("".join(f"{i},{c:.6f}\n" for i, c in enumerate(costs)))
+            ideal = sum(costs) / sum(speeds)
+            fair = round(args.records * SLOW / sum(speeds))
+            for factor in (int(f) for f in args.factors.split(",")):
+                count = args.workers * factor
+                edges = [round(i * args.records / count) for i in range(count + 1)]
+                works = [f"{path}?start={a}&end={b}" for a, b in zip(edges, edges[1:])]
+                per_slice = [costs[a:b] for a, b in zip(edges, edges[1:])]
+                tf_cell = "-"
+                if args.tfdata:
+                    result, note = run_tfdata(per_slice, speeds, args.tfdata_timeout)
+                    tf_cell = f"{result['makespan'] / ideal:.2f}x" if result else "failed"
+                    if note:
+                        print(f"    (tf.data: {note})", flush=True)
+                for shape in shapes:
+                    row = {"costs": kind, "factor": factor, "slices": count, "shape": shape, "ideal": ideal}
+                    row["bound"] = greedy([sum(s) for s in per_slice], speeds) / ideal
+                    cells = []
+                    for label, split_tail in (("split_on", True), ("split_off", False)):
+                        if label == "split_off" and args.no_split_off:
+                            cells.append("-")
+                            continue
+                        result = run_shape(server.url, key, works, speeds, split_tail, shape, args.records)
+                        row[label] = result
+                        cells.append(
+                            f"{result['makespan'] / ideal:.2f}x {result['slow_read']:>4} {result['end_lag']:5.2f}s "
+                            + (
+                                "yes"
+                                if result["exactly_once"]
+                                else f"NO ({result['duplicates']}d/{result['missing']}m)"
+                            )
+                        )
+                    row["tfdata"] = tf_cell
+                    rows.append(row)
+                    print(
+                        f"  {kind:<9} {f'{factor}x ({count})':>8} {shape:<9} {cells[0]:>24} {cells[1]:>24} {tf_cell:>8}"
+                        f"   (bound {row['bound']:.2f}x, fair share {fair})",
+                        flush=True,
+                    )
+    finally:
+        server.stop()
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    print(f"machine: {os.cpu_count()} CPUs; Python {sys.version.split()[0]}; {time.time() - began:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
