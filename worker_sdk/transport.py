@@ -133,14 +133,18 @@ class Transport:
                 wait = min(wait, retry_pace)
             if not retry:
                 raise errors.ConnectionError(f"{method} {url} failed: {problem}")
-            if time.monotonic() + wait > deadline:
+            # The last wait is cut to the deadline, not skipped: one long
+            # jittered draw must not end the retrying early (it gave up after
+            # 0.2 s of a 1.5-s budget).
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise errors.ConnectionError(
                     f"gave up on {method} {url} after {attempt + 1} attempts over {self.retry_seconds:.0f}s "
                     f"(SHARDLINE_RETRY_SECONDS): {problem}"
                 )
             if attempt == 0:
                 log.warning("%s %s failed (%s); retrying", method, path, problem)
-            time.sleep(wait)
+            time.sleep(min(wait, left))
             attempt += 1
 
 

@@ -15,5 +15,7 @@ def test_unreachable_server_raises_connection_error_after_retrying():
     elapsed = time.monotonic() - started
     message = str(raised.value)
     assert "gave up on POST" in message and "attempts" in message and "SHARDLINE_RETRY_SECONDS" in message
-    assert 0.3 < elapsed < 5
+    # It retried for the whole budget: a long jittered wait is cut to the
+    # deadline, never a reason to give up before it.
+    assert elapsed >= 1.5
     assert isinstance(raised.value, ConnectionError)  # also the built-in class
