@@ -274,6 +274,26 @@ def range_costs(kind: str, records: int, rng: random.Random) -> list[float]:
     return [1.0] * records
 
 
+def cost_file(folder: Path, kind: str, records: int, ideal_seconds: float, speeds: list[float]):
+    """One CSV file of ``records`` lines "record id,cost", costs scaled to ``ideal_seconds`` at ``speeds``.
+
+    Returns its path, the costs and the ideal makespan (all records shared perfectly).
+    """
+    raw = range_costs(kind, records, random.Random(2026))
+    scale = ideal_seconds * sum(speeds) / sum(raw)
+    costs = [c * scale for c in raw]
+    path = folder / f"{kind}.csv"
+    path.write_text("".join(f"{i},{c:.6f}\n" for i, c in enumerate(costs)))
+    return path, costs, sum(costs) / sum(speeds)
+
+
+def slices(path: Path, costs: list[float], count: int):
+    """``count`` explicit slices of the file (``path?start=S&end=E``) and each slice's record costs."""
+    edges = [round(i * len(costs) / count) for i in range(count + 1)]
+    works = [f"{path}?start={a}&end={b}" for a, b in zip(edges, edges[1:])]
+    return works, [costs[a:b] for a, b in zip(edges, edges[1:])]
+
+
 def split_events(job_id: int, start: float) -> list[tuple[float, str, str]]:
     """The job's split and remainder events, as (seconds since the start, kind, message)."""
     from django.db import connection
@@ -351,17 +371,10 @@ def ranges_part(args, url, key) -> list[dict]:
         f"  {'splits':>6} {'1st/last split s':>16} {'idle 1st/med s':>14} {'oversleep on/off':>16}  once"
     )
     for kind in args.costs.split(","):
-        raw = range_costs(kind, args.records, random.Random(2026))
-        scale = args.range_ideal_seconds * sum(speeds) / sum(raw)
-        costs = [c * scale for c in raw]
-        path = folder / f"{kind}.csv"
-        path.write_text("".join(f"{i},{c:.6f}\n" for i, c in enumerate(costs)))
-        ideal = sum(costs) / sum(speeds)
+        path, costs, ideal = cost_file(folder, kind, args.records, args.range_ideal_seconds, speeds)
         for factor in (int(f) for f in args.factors.split(",")):
             count = k * factor
-            edges = [round(i * args.records / count) for i in range(count + 1)]
-            works = [f"{path}?start={a}&end={b}" for a, b in zip(edges, edges[1:])]
-            per_slice = [costs[a:b] for a, b in zip(edges, edges[1:])]
+            works, per_slice = slices(path, costs, count)
             row = {
                 "part": "ranges",
                 "costs": kind,

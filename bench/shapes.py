@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import tempfile
 import time
@@ -45,7 +44,7 @@ from pathlib import Path
 import _env  # noqa: F401  (first: it sets up the project)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the spawned workers' TensorFlow start-up chatter
-from longtail import greedy, range_costs, run_processes, run_tfdata
+from longtail import cost_file, greedy, run_processes, run_tfdata, slices
 
 SHAPES = ("ranges", "dataset1", "dataset4", "torch0", "torch2")
 SLOW = 0.25  # the slow worker's speed; the others run at 1.0
@@ -158,18 +157,11 @@ def main():
     print(f"  {'costs':<9} {'slices':>8} {'shape':<9} {'split on':>24} {'split off':>24} {'tf.data':>8}")
     try:
         for kind in args.costs.split(","):
-            raw = range_costs(kind, args.records, random.Random(2026))
-            scale = args.ideal_seconds * sum(speeds) / sum(raw)
-            costs = [c * scale for c in raw]
-            path = folder / f"{kind}.csv"
-            path.write_text("".join(f"{i},{c:.6f}\n" for i, c in enumerate(costs)))
-            ideal = sum(costs) / sum(speeds)
+            path, costs, ideal = cost_file(folder, kind, args.records, args.ideal_seconds, speeds)
             fair = round(args.records * SLOW / sum(speeds))
             for factor in (int(f) for f in args.factors.split(",")):
                 count = args.workers * factor
-                edges = [round(i * args.records / count) for i in range(count + 1)]
-                works = [f"{path}?start={a}&end={b}" for a, b in zip(edges, edges[1:])]
-                per_slice = [costs[a:b] for a, b in zip(edges, edges[1:])]
+                works, per_slice = slices(path, costs, count)
                 tf_cell = "-"
                 if args.tfdata:
                     result, note = run_tfdata(per_slice, speeds, args.tfdata_timeout)

@@ -29,6 +29,7 @@ from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
 from . import at_exit, stall, sync
+from .ahead import Ahead
 from .names import default_worker_name
 from .queue import WorkQueue
 
@@ -48,6 +49,10 @@ if _dist.is_available() and not _dist.is_initialized():
     import torch.distributed.nn.functional  # noqa: F401
 
 log = logging.getLogger("worker_sdk")
+
+# Batches SyncLoader reads ahead of the step without loader processes: one
+# in hand while the next is read, as a DataLoader's prefetch_factor of 2.
+AHEAD_BATCHES = 2
 
 
 class WorkQueueDataset(IterableDataset):
@@ -253,12 +258,22 @@ class SyncLoader:
             dataset, batch_size=self.batch_size, num_workers=self.num_workers, collate_fn=collate, **self.loader_kwargs
         )
 
+    def _ahead(self, loader: DataLoader) -> Ahead:
+        # Without loader processes the main process reads: on a thread, so
+        # that the next batch's takes and reads overlap this step. Loader
+        # processes already read ahead (prefetch_factor).
+        return Ahead(loader, depth=AHEAD_BATCHES if self.num_workers == 0 else 0, name="shardline-sync-ahead")
+
     def _planned(self, plan: sync.EpochPlan, meter: stall.Meter):
         produced = 0
-        for batch in stall.timed(self._loader(plan, self.collate_fn), meter):
-            produced += 1
-            self.stats.steps += 1
-            yield batch
+        ahead = self._ahead(self._loader(plan, self.collate_fn))
+        try:
+            for batch in stall.timed(ahead, meter):
+                produced += 1
+                self.stats.steps += 1
+                yield batch
+        finally:
+            ahead.close()  # an epoch left early: its read-ahead batches were claimed, as a loader process's are
         if produced < plan.steps:
             rank, _world = _rank_and_world(self.group)
             raise RuntimeError(
@@ -269,11 +284,11 @@ class SyncLoader:
 
     def _agreed(self, plan: sync.EpochPlan, meter: stall.Meter):
         ledger = sync.Ledger(self.queue.handed_leases(), self.stats)
-        iterator = iter(self._loader(plan, _HandedCollate(self.collate_fn)))
+        ahead = self._ahead(self._loader(plan, _HandedCollate(self.collate_fn)))
         try:
             while True:
                 meter.wait()
-                batch = next(iterator, None)
+                batch = next(ahead, None)
                 meter.got()  # the all-reduce below waits for the other ranks, not for data
                 if not _every_rank_has(batch is not None, self.group):
                     if batch is not None:
@@ -285,7 +300,10 @@ class SyncLoader:
                 ledger.trained(handed)  # the caller asked for the next batch: the step ran
                 self.stats.steps += 1
         finally:
-            del iterator  # the loader processes end before their items are given back
+            # The reading stops (the loader processes end) before the items
+            # go back, those of batches read ahead and never trained on too.
+            for _data, handed in ahead.close():
+                ledger.seen(handed)
             ledger.give_back(f"epoch {plan.epoch} stopped before this rank trained on the whole item")
 
 
