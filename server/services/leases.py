@@ -251,7 +251,7 @@ def _nothing_leased(job_id: int, request: TakeRequest, epochs_left: bool, final:
         result.retry_after = round(min(max(float(seconds_to_expiry), 0.1), RETRY_MAX), 3)
         result.leased_by_you, result.leased_by_others, result.waiting_on = mine, others, waiting_on
         result.wake_by = max(float(seconds_to_expiry), 0.0)
-        if not request.scope.sync and splits.request(job_id, worker):
+        if not request.scope.sync and splits.request(job_id, worker, request.taker):
             # Unread records of a lease are being split off for this worker:
             # worth waiting for, and soon.
             result.retry_after = splits.TAIL_HEARTBEAT

@@ -70,11 +70,18 @@ def floor() -> int:
     return settings.SHARDLINE_SPLIT_MIN_RECORDS
 
 
-def request(job_id: int, worker: str) -> bool:
-    """Asks for a split on behalf of ``worker``, which found nothing to lease; True when one is on its way."""
+def request(job_id: int, worker: str, consumer: str) -> bool:
+    """Asks for a split on behalf of ``worker`` (reading for ``consumer``), which found nothing to lease; True when one is on its way."""
     row = sql.run(
         "propose_split",
-        {"job": job_id, "worker": worker, "floor": floor(), "lead": REQUEST_LEAD, "stale": STALE_REQUEST},
+        {
+            "job": job_id,
+            "worker": worker,
+            "consumer": consumer,
+            "floor": floor(),
+            "lead": REQUEST_LEAD,
+            "stale": STALE_REQUEST,
+        },
     )[0]
     if row.proposed is not None:
         log.info("split requested", extra={"event": "split_requested", "job": job_id, "item": row.proposed})

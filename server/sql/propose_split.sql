@@ -1,13 +1,18 @@
--- propose_split: worker %(worker)s found nothing to lease in job %(job)s;
--- ask the holder of a record range that is expected to finish last to split
--- off its unread records (services/splits.py). Nothing is cut here: the
--- holder learns of the request with its next heartbeat and answers with the
--- point it will stop at (cut.sql).
+-- propose_split: worker %(worker)s (reading for %(consumer)s) found nothing
+-- to lease in job %(job)s; ask the holder of a record range that is expected
+-- to finish last to split off its unread records (services/splits.py).
+-- Nothing is cut here: the holder learns of the request with its next
+-- heartbeat and answers with the point it will stop at (cut.sql).
 --
 --   held       the job's live leases with their record ranges (an item's
 --              own range after a split, else its unit's), the next record
 --              the holder reported (read_to: only holders that track their
---              reading report it) and its pace so far.
+--              reading report it) and its pace so far. Not the leases of
+--              the asker's own consumer (as at_end.sql does not wait for
+--              them): that consumer reads them itself, and a DataLoader asks
+--              a loader's sibling for more only once that loader returns, so
+--              a loader waiting for its sibling's split waited for good (the
+--              sibling, not asked, read no further than the split's floor).
 --   asked      a request this worker made that is still unanswered: it waits
 --              for that one rather than splitting a second lease.
 --   estimated  where each holder is now: its report plus its pace since,
@@ -56,6 +61,9 @@ WITH job AS (
       -- (a plain item string's reader cannot stop at a record).
       JOIN shardline_item AS i ON i.job_id = j.id AND i.state = 'leased' AND i.expires_at > shardline_now()
                               AND i.read_to IS NOT NULL
+                              AND NOT EXISTS (SELECT FROM shardline_worker AS h
+                                               WHERE h.job_id = j.id AND h.name = i.worker
+                                                 AND h.consumer = %(consumer)s)
       JOIN LATERAL (SELECT start, "end"
                       FROM shardline_unit
                      WHERE job_id = j.id AND idx = i.unit_idx

@@ -274,3 +274,29 @@ def test_a_heartbeat_brings_the_splits_asked_of_the_holders_other_leases(worker_
     beat = extend(worker_client, first)  # a heartbeat that left before /g was leased
     assert beat["splits"] == {str(second["id"]): 2500}
     assert list(beat["extended"]) == [str(first["id"])]
+
+
+def test_no_split_is_asked_of_a_lease_of_the_takers_own_consumer(worker_client, job_name):
+    # Two loader processes of one DataLoader read for one consumer. The idle
+    # one waited for its sibling's split for good: the DataLoader asks the
+    # sibling for more only once the idle one returns, and the sibling's
+    # answer (where it read to) left too little to cut.
+    job = create_job(worker_client, job_name, ["/data/f.csv?start=0&end=1000"])
+
+    def loader_take(name):
+        body = {"worker": name, "consumer": "rank0", "count": 1, "complete": [], "tracks": True}
+        response = worker_client.post(f"/api/v1/jobs/{job['id']}/leases/", body, format="json")
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    held = loader_take("rank0:loader0")["leases"][0]
+    assert extend(worker_client, held, position=100)["splits"] == {}
+    began_seconds_ago(held["id"], 10)
+
+    idle = loader_take("rank0:loader1")
+    assert (idle["leases"], idle["exhausted"], idle["waiting_on"]) == ([], False, 0)  # its own consumer reads it
+    assert extend(worker_client, held, position=104)["splits"] == {}
+
+    other = take(worker_client, job["id"], "another-process")  # another consumer: it asks, and waits
+    assert other["waiting_on"] >= 1
+    assert str(held["id"]) in extend(worker_client, held, position=108)["splits"]
