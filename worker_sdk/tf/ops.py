@@ -97,7 +97,24 @@ def input_dataset(queue: WorkQueue):
         finally:
             stream.meter.stop()
 
-    return tf.data.Dataset.from_generator(generate, output_signature=tf.TensorSpec(shape=[], dtype=tf.string))
+    return _ending_at_once(
+        tf.data.Dataset.from_generator(generate, output_signature=tf.TensorSpec(shape=[], dtype=tf.string))
+    )
+
+
+def _ending_at_once(dataset, options=None):
+    """``dataset`` without tf.data's autotuning, whose thread held the end of the input for seconds.
+
+    At the end of a generator's data, TensorFlow 2.21 joins the autotuning
+    thread of the pipeline, which sleeps between its rounds for up to a
+    minute: a loop's OutOfRange came 3-15 s after the queue's end, in most
+    runs of bench/shapes.py, and within 0.1 s with autotuning off. A user's
+    own options set later take precedence (autotune.enabled = True brings it
+    back, at that cost); AUTOTUNE in their map and prefetch still works.
+    """
+    options = options or tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
 
 
 # The item a failed runner hands its readers instead of a work: the proxy's
@@ -271,4 +288,4 @@ def interleaved_dataset(queue: WorkQueue, reader, cycle_length: int, block_lengt
     # holds records the model has not reached, which a split cannot take back.
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False
-    return dataset.with_options(options)
+    return _ending_at_once(dataset, options)
