@@ -105,3 +105,28 @@ def test_graph_mode_take_and_dataset_under_monitored_training_session(sdk_env, c
         "summary [('graph_dataset/done', 4.0), ('graph_dataset/fraction_of_4_full', 0.0), "
         "('graph_dataset/leased', 0.0), ('graph_dataset/pending', 0.0)]" in lines
     )
+
+
+def test_the_sdks_datasets_run_without_autotuning_unless_the_user_turns_it_back_on(sdk_env, csv_files):
+    # At the end of the data TensorFlow joined tf.data's autotuning thread,
+    # asleep between its rounds: a loop's OutOfRange came 3-15 s after the
+    # job ended (bench/shapes.py measures that; this holds the setting).
+    import tensorflow as tf
+
+    from worker_sdk import WorkQueue
+
+    queue = WorkQueue(csv_files, shuffle=False, name="no_autotune")
+    interleaved = queue.dataset(cycle_length=2)
+    assert interleaved.options().autotune.enabled is False
+    assert queue.input_dataset().options().autotune.enabled is False
+
+    # AUTOTUNE in the user's own steps still works.
+    pipeline = interleaved.map(lambda line: tf.strings.length(line), num_parallel_calls=tf.data.AUTOTUNE)
+    pipeline = pipeline.prefetch(tf.data.AUTOTUNE)
+    assert pipeline.options().autotune.enabled is False
+    assert len(list(pipeline.as_numpy_iterator())) == 40
+    assert queue.watermarks()["done"] == 4
+    # The user's own options, set later, take precedence.
+    options = tf.data.Options()
+    options.autotune.enabled = True
+    assert pipeline.with_options(options).options().autotune.enabled is True
