@@ -21,6 +21,17 @@ _CLOSE_SECONDS = 60.0  # close() waits this long for an element being read (a ta
 _END = object()
 
 
+def put_unless_stopped(buffer: queue_module.Queue, message, stop: threading.Event) -> bool:
+    """Puts ``message`` in a bounded ``buffer`` once there is room; False if ``stop`` was set first (within _POLL)."""
+    while not stop.is_set():
+        try:
+            buffer.put(message, timeout=_POLL)
+            return True
+        except queue_module.Full:
+            continue
+    return False
+
+
 class Ahead(Iterator):
     """Iterates ``iterable`` on a thread, ``depth`` elements ahead at most; its errors reach the consumer in order.
 
@@ -60,13 +71,7 @@ class Ahead(Iterator):
                 close()  # a generator's own clean-up runs here, on its thread, before close() returns
 
     def _put(self, message) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._buffer.put(message, timeout=_POLL)
-                return True
-            except queue_module.Full:
-                continue
-        return False
+        return put_unless_stopped(self._buffer, message, self._stop)
 
     def __next__(self):
         if self._ended:

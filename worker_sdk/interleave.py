@@ -38,6 +38,7 @@ import time
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from . import stall
+from .ahead import put_unless_stopped
 from .protocol import Lease
 from .stream import QueueExhausted, Stream
 from .tracker import RangeTracker
@@ -134,13 +135,8 @@ def interleave(
             return readings.pop(reading.lease.id, None) is not None
 
     def put(message) -> None:
-        while not stop.is_set():
-            try:
-                buffer.put(message, timeout=_PUT_POLL)
-                return
-            except queue_module.Full:
-                continue
-        raise _Stop
+        if not put_unless_stopped(buffer, message, stop):
+            raise _Stop
 
     def read_item(reading: _Reading) -> bool:
         """Puts the item's records in the buffer, then its end; False after its reader's error (the consumer raises it)."""

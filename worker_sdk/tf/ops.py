@@ -106,9 +106,9 @@ def _ending_at_once(dataset, options=None):
     """``dataset`` without tf.data's autotuning, whose thread held the end of the input for seconds.
 
     At the end of a generator's data, TensorFlow 2.21 joins the autotuning
-    thread of the pipeline, which sleeps between its rounds for up to a
-    minute: a loop's OutOfRange came 3-15 s after the queue's end, in most
-    runs of bench/shapes.py, and within 0.1 s with autotuning off. A user's
+    thread of the pipeline, asleep between its rounds: a dataset() loop's
+    OutOfRange came 3-15 s after the queue's end in most runs of
+    bench/shapes.py, and within 0.2 s with autotuning off. A user's
     own options set later take precedence (autotune.enabled = True brings it
     back, at that cost); AUTOTUNE in their map and prefetch still works.
     """
