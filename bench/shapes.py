@@ -1,6 +1,6 @@
 """The liquid tail in the consumer shapes training scripts read with, side by side in one run.
 
-Usage:  .venv/bin/python bench/shapes.py [--shapes ranges,dataset1,dataset4,torch0,torch2]
+Usage:  .venv/bin/python bench/shapes.py [--shapes ranges,dataset1,dataset4,torch0,torch2,loader2]
             [--workers 8] [--factors 1] [--costs equal] [--ideal-seconds 6] [--records 1200]
             [--no-split-off] [--tfdata] [--json FILE]
 
@@ -17,6 +17,17 @@ one of these shapes:
   dataset4   the same, cycle_length=4
   torch0     for line in DataLoader(WorkQueueDataset(queue, reader=readers.records), batch_size=None)
   torch2     the same with num_workers=2 (loader processes)
+  loader2    torch2 through WorkQueueLoader (batches in the order they are read)
+
+A DataLoader starts its loader processes when the loop asks for its
+iterator. The workers ask for it before the common start, and each loader
+waits in its worker_init_fn until the start, so that the run measures
+dispatch, not the start of processes. The loaders start as a training
+script's would (``python train.py``: the platform's default start method,
+fork on Linux before Python 3.14), not as this bench's spawned workers
+would by default: a spawned loader imports PyTorch again as it starts and
+tears it down as it exits (on 2 cores, 16 loaders took about 15 s to start
+and 2-3 s to exit).
 
 Each row prints, for split_tail on (and off, beside it): makespan / ideal
 (the last record trained on, from the common start); the records the slow
@@ -32,7 +43,9 @@ embedded Postgres.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -46,25 +59,55 @@ import _env  # noqa: F401  (first: it sets up the project)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the spawned workers' TensorFlow start-up chatter
 from longtail import cost_file, greedy, run_processes, run_tfdata, slices
 
-SHAPES = ("ranges", "dataset1", "dataset4", "torch0", "torch2")
+SHAPES = ("ranges", "dataset1", "dataset4", "torch0", "torch2", "loader2")
 SLOW = 0.25  # the slow worker's speed; the others run at 1.0
 
 
-def training_loop(queue, shape: str):
-    """The records of ``queue`` as the training loop of ``shape`` receives them (bytes lines)."""
+def training_loop(queue, shape: str, start=None):
+    """The records of ``queue`` as the training loop of ``shape`` receives them (bytes lines).
+
+    ``start``: (an event, the start time's value), which a DataLoader's
+    loader processes wait for before they read; each says it is up first
+    (``loader_waits``).
+    """
     if shape == "ranges":
         return (line for work in queue.ranges() for line in work.records())
     if shape.startswith("dataset"):
         return queue.dataset(cycle_length=int(shape[len("dataset") :])).as_numpy_iterator()
-    if shape.startswith("torch"):
+    if shape.startswith(("torch", "loader")):
         from torch.utils.data import DataLoader
 
         from worker_sdk import readers
-        from worker_sdk.torch import WorkQueueDataset
+        from worker_sdk.torch import WorkQueueDataset, WorkQueueLoader
 
         dataset = WorkQueueDataset(queue, reader=readers.records)
-        return iter(DataLoader(dataset, batch_size=None, num_workers=int(shape[len("torch") :])))
+        loaders = int(shape.removeprefix("torch").removeprefix("loader"))
+        kind = WorkQueueLoader if shape.startswith("loader") else DataLoader
+        if not (loaders and start):
+            return iter(kind(dataset, batch_size=None, num_workers=loaders))
+        # What multiprocessing starts in a script run from the shell (the first method is the default).
+        context = multiprocessing.get_context(multiprocessing.get_all_start_methods()[0])
+        up = context.SimpleQueue()
+        wait = functools.partial(loader_waits, up, *start)
+        lines = iter(
+            kind(dataset, batch_size=None, num_workers=loaders, worker_init_fn=wait, multiprocessing_context=context)
+        )
+        for _ in range(loaders):
+            up.get()
+        return lines
     raise ValueError(f"unknown shape {shape!r}: one of {', '.join(SHAPES)}")
+
+
+def wait_for_start(go, start_value) -> None:
+    """Waits for the run's common start."""
+    go.wait(600)
+    time.sleep(max(0.0, start_value.value - time.time()))
+
+
+def loader_waits(up, go, start_value, loader_id: int) -> None:
+    """A DataLoader's worker_init_fn: says the loader process is up, then waits for the start."""
+    up.put(loader_id)
+    wait_for_start(go, start_value)
 
 
 def shape_worker(index, url, key, works, name, speed, split_tail, shape, ready, go, start_value, out):
@@ -72,17 +115,18 @@ def shape_worker(index, url, key, works, name, speed, split_tail, shape, ready, 
 
     if shape.startswith("dataset"):
         import tensorflow  # noqa: F401  (before the start: importing it takes seconds)
-    elif shape.startswith("torch"):
+    elif shape.startswith(("torch", "loader")):
         import torch.utils.data  # noqa: F401
 
     queue = WorkQueue(works, shuffle=False, name=name, url=url, token=key, worker=f"w{index}", split_tail=split_tail)
     job = queue.job  # attached before the start: the run measures dispatch, not set-up
+    # A DataLoader's loader processes start now, and wait for the start.
+    lines = training_loop(queue, shape, (go, start_value)) if shape.startswith(("torch", "loader")) else None
     ready.put(index)
-    go.wait(600)
+    wait_for_start(go, start_value)
     start = start_value.value
-    time.sleep(max(0.0, start - time.time()))
     read, last = [], start
-    for line in training_loop(queue, shape):
+    for line in lines if lines is not None else training_loop(queue, shape):
         record, cost = bytes(line).split(b",")
         time.sleep(float(cost) / speed)
         last = time.time()

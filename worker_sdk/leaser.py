@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import random
 import threading
 import weakref
@@ -528,6 +529,20 @@ class HandedLeases:
 _leasers: "weakref.WeakSet[Leaser]" = weakref.WeakSet()
 _at_end: "weakref.WeakSet[object]" = weakref.WeakSet()
 _at_end_lock = threading.Lock()
+
+
+def _forget_parent() -> None:
+    # A forked child (a DataLoader's loader) has copies of its parent's
+    # leasers but none of their heartbeat threads, and its own consumers.
+    # Woken by a loader's mark, a copied leaser would send the parent's
+    # leases from the child as waiting, and other workers would then stop
+    # waiting for items the parent is still reading. The lock is new: a
+    # thread of the parent may have held it at the fork.
+    global _leasers, _at_end, _at_end_lock
+    _leasers, _at_end, _at_end_lock = weakref.WeakSet(), weakref.WeakSet(), threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_parent)
 
 
 def process_waits() -> bool:

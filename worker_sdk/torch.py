@@ -13,6 +13,10 @@ it, before its last record is handed on; without a reader, a loader process
 acknowledges each item as it hands it to the main process (the main process
 itself, with ``num_workers=0``, when it asks for the next item).
 
+A loader that finds nothing to lease waits on the server (for a split, or
+at the end of the job): ``WorkQueueLoader`` takes batches as they are read,
+so that wait does not hold up its siblings' batches.
+
 The loop's data stall (worker_sdk.stall) is its wait for the next batch,
 counted in the main process by ``WorkQueueLoader`` (a plain DataLoader with
 ``num_workers > 0`` gives nothing to count it with) and sent by the loaders.
@@ -107,7 +111,17 @@ class WorkQueueLoader(DataLoader):
     Arguments are DataLoader's. With ``num_workers > 0`` the loop waits here
     while loader processes read: this loader counts that wait, and the
     loaders send it with their heartbeats.
+
+    With loader processes, batches come in the order the loaders read them
+    (``in_order=False`` unless given): a loader whose take waits on the server
+    (for a split, or at the end of the job for what others hold) would
+    otherwise hold up the batches its siblings have ready, since a DataLoader
+    in order takes one batch from each loader in turn.
     """
+
+    def __init__(self, dataset, *args, **kwargs):
+        kwargs.setdefault("in_order", False)
+        super().__init__(dataset, *args, **kwargs)
 
     def __iter__(self):
         dataset = self.dataset

@@ -59,3 +59,87 @@ def test_an_error_raised_in_a_loader_process_keeps_its_class():
     with pytest.raises(JobCancelledError, match="was cancelled by admin") as raised:
         list(DataLoader(_CancelledInTheLoader(), batch_size=None, num_workers=1))
     assert raised.value.code == "job_cancelled"
+
+
+def test_a_loader_that_waits_on_the_server_does_not_hold_up_its_siblings_batches(sdk_env, tmp_path):
+    # Item "held" is leased by another worker that keeps it; item "read" has
+    # 40 lines. One loader reads "read", the other waits on the server for
+    # "held". A DataLoader in order would take one batch from each loader in
+    # turn and stop at the waiting one; WorkQueueLoader takes them as they come.
+    # (The holder is the loaders' parent: see the next test.)
+    import threading
+    import time
+
+    from worker_sdk import WorkQueue
+    from worker_sdk.torch import WorkQueueDataset, WorkQueueLoader
+
+    held, read = tmp_path / "held.csv", tmp_path / "read.csv"
+    held.write_text("held,0\n")
+    read.write_text("".join(f"read,{j}\n" for j in range(40)))
+    works = [str(held), str(read)]
+    holder = WorkQueue(works, shuffle=False, name="torch_waiting_sibling", worker="holder")
+    stream = holder.stream()
+    assert stream.next().item == str(held)
+    released, lock = {}, threading.Lock()
+
+    def release(by: str) -> None:
+        with lock:
+            if not released:
+                released[by] = time.monotonic()
+                stream.finish()
+
+    timer = threading.Timer(30.0, release, args=("the deadline",))
+    timer.start()
+    try:
+        queue = WorkQueue(works, shuffle=False, name="torch_waiting_sibling", worker="trainer")
+        queue.job  # noqa: B018  (attached before the loaders start)
+        records = []
+        for record in WorkQueueLoader(WorkQueueDataset(queue, reader=read_lines), batch_size=None, num_workers=2):
+            records.append(record)
+            if len(records) == 40:
+                release("the loop")  # every line of "read" came while "held" was held
+    finally:
+        timer.cancel()
+        release("the test's end")
+    assert sorted(records) == sorted(f"read,{j}" for j in range(40))
+    assert "the loop" in released, "the loop waited for the held item before it had the other item's lines"
+
+
+def test_a_loader_waiting_at_the_end_waits_for_what_its_parent_process_still_reads(sdk_env, tmp_path):
+    # This process holds the job's one item and reads on; its DataLoader's
+    # loader (a forked copy of it) finds nothing and waits at the end. The
+    # loader's wait is its own: were it sent as this process's (through the
+    # copy of this process's leaser in the loader), the server would count
+    # the item as held by a waiting consumer, and the loader would end while
+    # the item can still come back (its reader fails, or dies).
+    import threading
+    import time
+
+    from torch.utils.data import DataLoader
+
+    from worker_sdk import WorkQueue
+    from worker_sdk.torch import WorkQueueDataset
+
+    item = tmp_path / "held.csv"
+    item.write_text("held,0\n")
+    holder = WorkQueue([str(item)], name="torch_parent_reads", worker="holder")
+    stream = holder.stream()
+    assert stream.next().item == str(item)
+    released = {}
+
+    def release() -> None:
+        released["at"] = time.monotonic()
+        stream.finish()
+
+    timer = threading.Timer(3.0, release)
+    timer.start()
+    try:
+        queue = WorkQueue([str(item)], name="torch_parent_reads", worker="trainer")
+        queue.job  # noqa: B018
+        loader = DataLoader(WorkQueueDataset(queue, reader=read_lines), batch_size=None, num_workers=1)
+        records = list(loader)
+        ended = time.monotonic()
+    finally:
+        timer.join()
+    assert records == []
+    assert ended >= released["at"], "the loader ended while this process still held the item"
