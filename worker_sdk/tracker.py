@@ -45,13 +45,18 @@ class RangeTracker:
     def try_split(self, at: int, min_records: int = 1) -> int | None:
         """Offers to stop at ``at`` (or the next unclaimed record, if later); None when too little is left.
 
-        The offer holds claims at and past the point until ``settle_split``.
+        Too little is fewer than ``min_records``, or, for a point asked
+        closer to the end than that (the server plans by time, and a slow
+        reader's records are worth splitting off a few at a time), less than
+        was asked. The offer holds claims at and past the point until
+        ``settle_split``.
         """
         with self._lock:
             if self._cut is not None:
                 return None
             point = max(at, self._next)
-            if point > self.end - min_records or point <= self.start:
+            fewest = max(1, min(min_records, self.end - at))
+            if point > self.end - fewest or point <= self.start:
                 return None
             self._cut = point
             return point

@@ -64,6 +64,11 @@ RANGE_HEARTBEAT = 2.0
 REQUEST_LEAD = 0.05
 # An unanswered request is replaced after this long (its holder may be dead).
 STALE_REQUEST = 4 * TAIL_HEARTBEAT + 1.0
+# A split leaves to either side at least SHARDLINE_SPLIT_MIN_RECORDS, or
+# what its holder reads in this long if that is fewer: a piece is worth a
+# request and a take (tens of milliseconds) once the holder would take this
+# long to read it, however few records that is.
+PIECE_SECONDS = 0.5
 
 
 def floor() -> int:
@@ -79,6 +84,7 @@ def request(job_id: int, worker: str, consumer: str) -> bool:
             "worker": worker,
             "consumer": consumer,
             "floor": floor(),
+            "piece_seconds": PIECE_SECONDS,
             "lead": REQUEST_LEAD,
             "stale": STALE_REQUEST,
         },

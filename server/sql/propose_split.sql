@@ -18,7 +18,12 @@
 --   estimated  where each holder is now: its report plus its pace since,
 --              plus %(lead)s seconds for the request to reach it; askable
 --              when it was not asked in the last %(stale)s seconds (a request
---              is pending, or the holder just refused).
+--              is pending, or the holder just refused). Its floor: the
+--              fewest records a split leaves to either side, %(floor)s, or
+--              what the holder reads in %(piece_seconds)s seconds if fewer.
+--              A floor in records alone kept a slow holder of expensive
+--              records reading seconds of them after every other worker
+--              was done (2 x 16 records at its pace).
 --   plan       how long the unread records of all leases take if the job's
 --              workers (seen lately: holders and waiting takers, this one
 --              included) share them from now on: left = unread / the sum
@@ -26,16 +31,16 @@
 --              at the mean pace).
 --   victim     the lease that would finish last (unread records over its
 --              pace; unknown paces last, then the most unread), if it has
---              at least twice %(floor)s records left. Its holder keeps what
+--              at least twice its floor left. Its holder keeps what
 --              it reads in `left` seconds, and never more than its share
 --              with this one taker (unread * r / (r + m), r its pace, m the
 --              mean; half when r is not known): then every worker ends
 --              together, not only these two, and the holder of a slow
 --              lease is not left with seconds of reading that the others
 --              would finish in a fraction of one. The remainder keeps at
---              least %(floor)s records.
+--              least the floor.
 --   pieces     the remainder is cut into pieces of what a worker at the mean
---              pace reads in `left` seconds (at least %(floor)s records each,
+--              pace reads in `left` seconds (at least the floor each,
 --              at most one per other worker): one answer from the holder
 --              hands work to every idle worker at once, instead of a chain
 --              of splits, one round trip each.
@@ -75,7 +80,8 @@ WITH job AS (
 ), estimated AS (
     SELECT id, stop, rate,
            split_asked_at IS NULL OR split_asked_at < shardline_now() - make_interval(secs => %(stale)s) AS askable,
-           least(stop, read_to + coalesce(rate, 0) * (since_read + %(lead)s)) AS here
+           least(stop, read_to + coalesce(rate, 0) * (since_read + %(lead)s)) AS here,
+           least(%(floor)s, greatest(1, ceil(coalesce(nullif(rate, 0) * %(piece_seconds)s, %(floor)s))))::bigint AS floor
       FROM held
      WHERE stop IS NOT NULL
 ), plan AS (
@@ -92,18 +98,18 @@ WITH job AS (
              WHERE w.job_id = j.id AND shardline_worker_live(w.last_seen, j.lease_timeout)) AS w
 ), victim AS (
     -- least() skips nulls: with no pace known, the holder keeps half.
-    SELECT e.id, e.stop,
+    SELECT e.id, e.stop, e.floor,
            least(ceil(e.here + least((e.stop - e.here) * coalesce(e.rate / nullif(e.rate + p.mean, 0), 0.5),
                                      coalesce(e.rate, p.mean) * p.left)),
-                 e.stop - %(floor)s)::bigint AS point
+                 e.stop - e.floor)::bigint AS point
       FROM estimated AS e, plan AS p
-     WHERE e.askable AND (SELECT n FROM asked) = 0 AND e.stop - e.here >= 2 * %(floor)s
+     WHERE e.askable AND (SELECT n FROM asked) = 0 AND e.stop - e.here >= 2 * e.floor
      ORDER BY (e.stop - e.here) / nullif(e.rate, 0) DESC NULLS LAST, e.stop - e.here DESC
      LIMIT 1
 ), pieces AS (
     SELECT v.id, v.point,
            greatest(1, least(round((v.stop - v.point) / nullif(p.mean * p.left, 0)),
-                             (v.stop - v.point) / %(floor)s,
+                             (v.stop - v.point) / v.floor,
                              p.others))::int AS n
       FROM victim AS v, plan AS p
 ), proposed AS (

@@ -234,6 +234,27 @@ def test_nothing_is_asked_below_the_floor_or_with_splitting_off(worker_client, j
     assert beat["splits"] == {} and beat["heartbeat_in"] == 2.0  # a range, but no tail to split
 
 
+def test_a_slow_holder_is_asked_for_fewer_records_than_the_floor(worker_client, job_name, settings):
+    # 40 records left, under twice the floor of 100: a fast holder reads
+    # them in a moment and is not asked (the test above); one that reads a
+    # record a second would read on for 40 s after the idle worker is done.
+    # Its floor is what it reads in half a second (services/splits.py).
+    settings.SHARDLINE_SPLIT_MIN_RECORDS = 100
+    job = create_job(worker_client, job_name, ["/f.csv?start=0&end=100"])
+    held = take(worker_client, job["id"], "holder")["leases"][0]
+    extend(worker_client, held, position=60)
+    began_seconds_ago(held["id"], 60)  # a record a second
+    idle = take(worker_client, job["id"], "idle")
+    assert idle["waiting_on"] >= 1 and idle["retry_after"] <= 0.5  # a split is coming
+    beat = extend(worker_client, held, position=60)
+    at = beat["splits"][str(held["id"])]
+    assert 60 < at < 100, at
+    answer = split(worker_client, held, at)
+    assert answer.status_code == 200 and answer.json()["split"], answer.content
+    remainder = take(worker_client, job["id"], "idle")["leases"][0]
+    assert (remainder["start"], remainder["end"]) == (at, 100)
+
+
 def test_the_item_history_says_where_a_split_cut_and_where_the_rest_went(worker_client, job_name):
     job = create_job(worker_client, job_name, ["/data/f.csv?start=0&end=1000"])
     held = take(worker_client, job["id"], "holder")["leases"][0]
