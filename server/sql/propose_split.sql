@@ -41,13 +41,9 @@
 --              least the floor.
 --   pieces     the remainder is cut into pieces of what a worker at the mean
 --              pace reads in `left` seconds (at least the floor each,
---              at most one per idle worker: live, its last take found
---              nothing, this one included): one answer from the holder
+--              at most one per other worker): one answer from the holder
 --              hands work to every idle worker at once, instead of a chain
---              of splits, one round trip each. Not one per busy worker: a
---              piece nobody idle takes at once went to the next worker to
---              ask, often the slow holder itself at its cut, which then read
---              a piece of its own rest at its pace (bench/shapes.py).
+--              of splits, one round trip each.
 --   proposed   guarded by the same conditions, so two idle workers never
 --              ask one holder at once; a request unanswered for %(stale)s
 --              seconds (its holder died, or refused silently) may be replaced.
@@ -91,13 +87,13 @@ WITH job AS (
 ), plan AS (
     SELECT p.mean,
            p.unread / nullif(p.known + greatest(w.n - p.rated, 1) * p.mean, 0) AS left,
-           greatest(w.idle, 1) AS idle
+           greatest(w.n - 1, 1) AS others
       FROM (SELECT avg(rate) FILTER (WHERE rate > 0) AS mean,
                    coalesce(sum(rate) FILTER (WHERE rate > 0), 0) AS known,
                    count(*) FILTER (WHERE rate > 0) AS rated,
                    sum(stop - here) AS unread
               FROM estimated) AS p,
-           (SELECT count(*) AS n, count(*) FILTER (WHERE w.waiting_since IS NOT NULL) AS idle
+           (SELECT count(*) AS n
               FROM shardline_worker AS w, job AS j
              WHERE w.job_id = j.id AND shardline_worker_live(w.last_seen, j.lease_timeout)) AS w
 ), victim AS (
@@ -114,7 +110,7 @@ WITH job AS (
     SELECT v.id, v.point,
            greatest(1, least(round((v.stop - v.point) / nullif(p.mean * p.left, 0)),
                              (v.stop - v.point) / v.floor,
-                             p.idle))::int AS n
+                             p.others))::int AS n
       FROM victim AS v, plan AS p
 ), proposed AS (
     UPDATE shardline_item AS i

@@ -234,39 +234,6 @@ def test_nothing_is_asked_below_the_floor_or_with_splitting_off(worker_client, j
     assert beat["splits"] == {} and beat["heartbeat_in"] == 2.0  # a range, but no tail to split
 
 
-def test_no_piece_is_cut_for_a_worker_that_is_still_reading(worker_client, job_name):
-    # Five workers share the job's 9,000 unread records as in the test
-    # above, but two of them still read an item of their own: the rest is
-    # cut for the two idle ones. A piece for a busy worker stays pending
-    # until someone asks, and the next to ask is often the slow holder at
-    # its cut, which would then read a piece of its own rest at its pace.
-    job = create_job(
-        worker_client,
-        job_name,
-        ["/f.csv?start=0&end=10000", "/g.csv?start=0&end=10", "/h.csv?start=0&end=10"],
-        shuffle=False,
-    )
-    held = take(worker_client, job["id"], "holder")["leases"][0]
-    assert held["end"] == 10000
-    for busy in ("busy-1", "busy-2"):
-        assert len(take(worker_client, job["id"], busy)["leases"]) == 1
-    for idle in ("idle-1", "idle-2"):
-        assert take(worker_client, job["id"], idle)["leases"] == []
-    extend(worker_client, held, position=1000)
-    began_seconds_ago(held["id"], 10)  # 100 records/s, 9,000 left
-
-    take(worker_client, job["id"], "idle-1")
-    at = extend(worker_client, held)["splits"][str(held["id"])]
-    assert 1000 + 1750 < at < 1000 + 1850  # the holder keeps what it reads in 18 s, as above
-    assert split(worker_client, held, at).json()["split"]
-    pieces = [take(worker_client, job["id"], idle)["leases"] for idle in ("idle-1", "idle-2")]
-    assert [(leases[0]["start"], leases[0]["end"]) for leases in pieces] == [
-        (at, at + (10000 - at) // 2),
-        (at + (10000 - at) // 2, 10000),
-    ]
-    assert take(worker_client, job["id"], "idle-3")["leases"] == []  # nothing more was made
-
-
 def test_a_slow_holder_is_asked_for_fewer_records_than_the_floor(worker_client, job_name, settings):
     # 40 records left, under twice the floor of 100: a fast holder reads
     # them in a moment and is not asked (the test above); one that reads a
