@@ -69,6 +69,9 @@ STALE_REQUEST = 4 * TAIL_HEARTBEAT + 1.0
 # request and a take (tens of milliseconds) once the holder would take this
 # long to read it, however few records that is.
 PIECE_SECONDS = 0.5
+# An idle worker's pace is that of the record range it completed last,
+# within this long (propose_split.sql): older, it says little of now.
+RECENT_PACE = 10.0
 
 
 def floor() -> int:
@@ -85,6 +88,7 @@ def request(job_id: int, worker: str, consumer: str) -> bool:
             "consumer": consumer,
             "floor": floor(),
             "piece_seconds": PIECE_SECONDS,
+            "recent": RECENT_PACE,
             "lead": REQUEST_LEAD,
             "stale": STALE_REQUEST,
         },

@@ -24,6 +24,13 @@
 --              A floor in records alone kept a slow holder of expensive
 --              records reading seconds of them after every other worker
 --              was done (2 x 16 records at its pace).
+--   idle_paces the paces of the job's workers that hold no lease: the
+--              record range each completed last, within %(recent)s seconds
+--              (its records over its lease's time). The tail begins as the
+--              fast workers finish their ranges, and from the held leases
+--              alone the mean pace was the slow holders' own: a slow holder
+--              was left seconds of reading that the idle workers would
+--              finish in a fraction of one (bench/shapes.py).
 --   plan       how long the unread records of all leases take if the job's
 --              workers (seen lately: holders and waiting takers, this one
 --              included) share them from now on: left = unread / the sum
@@ -84,15 +91,28 @@ WITH job AS (
            least(%(floor)s, greatest(1, ceil(coalesce(nullif(rate, 0) * %(piece_seconds)s, %(floor)s))))::bigint AS floor
       FROM held
      WHERE stop IS NOT NULL
+), idle_paces AS (
+    SELECT DISTINCT ON (i.worker)
+           (coalesce(i.range_end, u."end") - coalesce(i.range_start, u.start))
+               / nullif(extract(epoch FROM i.completed_at - i.leased_at), 0) AS rate
+      FROM job AS j
+      JOIN shardline_item AS i ON i.job_id = j.id AND i.state = 'done'
+                              AND i.completed_at > shardline_now() - make_interval(secs => %(recent)s)
+      JOIN LATERAL (SELECT start, "end"
+                      FROM shardline_unit
+                     WHERE job_id = j.id AND idx = i.unit_idx
+                     LIMIT 1) AS u ON true
+     WHERE NOT EXISTS (SELECT FROM shardline_item AS h
+                        WHERE h.job_id = j.id AND h.worker = i.worker AND h.state = 'leased')
+     ORDER BY i.worker, i.completed_at DESC
 ), plan AS (
     SELECT p.mean,
-           p.unread / nullif(p.known + greatest(w.n - p.rated, 1) * p.mean, 0) AS left,
+           u.unread / nullif(p.known + greatest(w.n - p.rated, 0) * p.mean, 0) AS left,
            greatest(w.n - 1, 1) AS others
-      FROM (SELECT avg(rate) FILTER (WHERE rate > 0) AS mean,
-                   coalesce(sum(rate) FILTER (WHERE rate > 0), 0) AS known,
-                   count(*) FILTER (WHERE rate > 0) AS rated,
-                   sum(stop - here) AS unread
-              FROM estimated) AS p,
+      FROM (SELECT avg(rate) AS mean, coalesce(sum(rate), 0) AS known, count(*) AS rated
+              FROM (SELECT rate FROM estimated UNION ALL SELECT rate FROM idle_paces) AS r
+             WHERE rate > 0) AS p,
+           (SELECT sum(stop - here) AS unread FROM estimated) AS u,
            (SELECT count(*) AS n
               FROM shardline_worker AS w, job AS j
              WHERE w.job_id = j.id AND shardline_worker_live(w.last_seen, j.lease_timeout)) AS w

@@ -234,6 +234,29 @@ def test_nothing_is_asked_below_the_floor_or_with_splitting_off(worker_client, j
     assert beat["splits"] == {} and beat["heartbeat_in"] == 2.0  # a range, but no tail to split
 
 
+def test_an_idle_workers_pace_is_that_of_the_range_it_finished(worker_client, job_name):
+    # The tail begins as the fast workers finish. The one that finished its
+    # 1,000 records in a second asks; the holder reads 10 records a second
+    # with 900 left. Together they read 1,010 a second: all done in 0.9 s
+    # if the holder keeps about 9 records. Paced by the held lease alone
+    # (the holder's 10 a second, for both), it would keep 450.
+    job = create_job(worker_client, job_name, ["/f.csv?start=0&end=1000", "/g.csv?start=0&end=1000"], shuffle=False)
+    held = take(worker_client, job["id"], "holder")["leases"][0]
+    fast = take(worker_client, job["id"], "fast")["leases"][0]
+    assert (held["item"], fast["item"]) == ("/f.csv?start=0&end=1000", "/g.csv?start=0&end=1000")
+    complete(worker_client, fast)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE shardline_item SET leased_at = completed_at - interval '1 second' WHERE id = %s", [fast["id"]]
+        )
+    extend(worker_client, held, position=100)
+    began_seconds_ago(held["id"], 10)
+
+    take(worker_client, job["id"], "fast")
+    at = extend(worker_client, held)["splits"][str(held["id"])]
+    assert 100 < at < 120, at
+
+
 def test_a_slow_holder_is_asked_for_fewer_records_than_the_floor(worker_client, job_name, settings):
     # 40 records left, under twice the floor of 100: a fast holder reads
     # them in a moment and is not asked (the test above); one that reads a
