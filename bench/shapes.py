@@ -1,6 +1,6 @@
 """The liquid tail in the consumer shapes training scripts read with, side by side in one run.
 
-Usage:  .venv/bin/python bench/shapes.py [--shapes ranges,dataset1,dataset4,torch0,torch2,loader2]
+Usage:  .venv/bin/python bench/shapes.py [--shapes ranges,dataset1,dataset4,torch0,torch2,loader2,items,...]
             [--workers 8] [--factors 1] [--costs equal] [--ideal-seconds 6] [--records 1200]
             [--no-split-off] [--tfdata] [--json FILE]
 
@@ -18,6 +18,14 @@ one of these shapes:
   torch0     for line in DataLoader(WorkQueueDataset(queue, reader=readers.records), batch_size=None)
   torch2     the same with num_workers=2 (loader processes)
   loader2    torch2 through WorkQueueLoader (batches in the order they are read)
+
+and whole items, read by the loop itself with the SDK's reader (no claims,
+so no splits: their bar is the best schedule of whole slices, the "bound"):
+
+  items      for item in queue.items(): for line in readers.records(item): ...
+  take       the same over eager queue.take() until OutOfRangeError
+  takegraph  the same over a graph's queue.take() op, run in a tf.compat.v1.Session
+  inputs     the same over queue.input_dataset()
 
 A DataLoader starts its loader processes when the loop asks for its
 iterator. The workers ask for it before the common start, and each loader
@@ -59,7 +67,8 @@ import _env  # noqa: F401  (first: it sets up the project)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the spawned workers' TensorFlow start-up chatter
 from longtail import cost_file, greedy, run_processes, run_tfdata, slices
 
-SHAPES = ("ranges", "dataset1", "dataset4", "torch0", "torch2", "loader2")
+SHAPES = ("ranges", "dataset1", "dataset4", "torch0", "torch2", "loader2", "items", "take", "takegraph", "inputs")
+TF_SHAPES = ("dataset1", "dataset4", "take", "takegraph", "inputs")
 SLOW = 0.25  # the slow worker's speed; the others run at 1.0
 
 
@@ -72,6 +81,10 @@ def training_loop(queue, shape: str, start=None):
     """
     if shape == "ranges":
         return (line for work in queue.ranges() for line in work.records())
+    if shape in ("items", "take", "takegraph", "inputs"):
+        from worker_sdk import readers
+
+        return (line for item in item_strings(queue, shape) for line in readers.records(item))
     if shape.startswith("dataset"):
         return queue.dataset(cycle_length=int(shape[len("dataset") :])).as_numpy_iterator()
     if shape.startswith(("torch", "loader")):
@@ -98,6 +111,31 @@ def training_loop(queue, shape: str, start=None):
     raise ValueError(f"unknown shape {shape!r}: one of {', '.join(SHAPES)}")
 
 
+def item_strings(queue, shape: str):
+    """The item strings of a whole-item shape, as its loop gets them."""
+    if shape == "items":
+        yield from queue.items()
+        return
+    import tensorflow as tf
+
+    if shape == "inputs":
+        for item in queue.input_dataset().as_numpy_iterator():
+            yield item.decode()
+        return
+    take = queue.take() if shape == "takegraph" else None
+    session = tf.compat.v1.Session() if shape == "takegraph" else None
+    try:
+        while True:
+            try:
+                item = session.run(take) if session is not None else queue.take().numpy()
+            except tf.errors.OutOfRangeError:
+                return
+            yield item.decode()
+    finally:
+        if session is not None:
+            session.close()
+
+
 def wait_for_start(go, start_value) -> None:
     """Waits for the run's common start."""
     go.wait(600)
@@ -113,8 +151,11 @@ def loader_waits(up, go, start_value, loader_id: int) -> None:
 def shape_worker(index, url, key, works, name, speed, split_tail, shape, ready, go, start_value, out):
     from worker_sdk import WorkQueue
 
-    if shape.startswith("dataset"):
-        import tensorflow  # noqa: F401  (before the start: importing it takes seconds)
+    if shape in TF_SHAPES:
+        import tensorflow as tf  # before the start: importing it takes seconds
+
+        if shape == "takegraph":
+            tf.compat.v1.disable_eager_execution()
     elif shape.startswith(("torch", "loader")):
         import torch.utils.data  # noqa: F401
 
