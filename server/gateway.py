@@ -146,7 +146,7 @@ class Gateway:
                     if key is not None:
                         parked_takes.drop(key)
                     return await answer.forward(send, protocol.ENDED)
-                if note is None and wake_at is not None and loop.time() >= wake_at:
+                if note is None and wake_at is not None and loop.time() >= wake_at and not wait.rerun:
                     # The expiry it saw has come; heartbeats may have moved it.
                     seconds = await parked_takes.recheck(wait.job)
                     if seconds is not None:

@@ -52,7 +52,9 @@ class TakeView(APIView):
         response = Response(request_service.answer_once(job_id, key, take.complete, run, _take_answer, caller))
         if take.wait and results and results[-1].waitable:
             result = results[-1]
-            wait = waits.Wait(take.wait, job_id, result.waiting_on or 0, result.wake_by, taker=take.worker)
+            wait = waits.Wait(
+                take.wait, job_id, result.waiting_on or 0, result.wake_by, taker=take.worker, rerun=result.rerun
+            )
             waits.offer(request, response, wait)
         return response
 

@@ -32,6 +32,9 @@ class Wait:
     job: int
     waiting_on: int = 0  # leases whose end a take waits for (server/waiting.py counts them down)
     wake_by: float | None = None  # seconds until the earliest lease expiry
+    # At wake_by the request runs again, without asking whether a lease
+    # really expired: its wait was for a split request, which may go stale.
+    rerun: bool = False
     # A heartbeat's holders (worker names): it waits for a split asked of one of their leases.
     holders: frozenset[str] = frozenset()
     answer: str = "retry_after"  # the field that says when to ask again: 0 once the wait is used up

@@ -70,6 +70,10 @@ class TakeResult:
     # until the earliest lease expiry, when waiting must end regardless.
     waitable: bool = False
     wake_by: float | None = None
+    # The wait is for a split asked for this taker: at ``wake_by`` the take
+    # runs again, since a request its holder never answered goes stale then
+    # and another may be asked (not only when a lease expires).
+    rerun: bool = False
     # Why nothing comes while the job is paused: who paused it, and when.
     paused: str | None = None
     # Why nothing comes after a long wait for slicing (models.SLICING_PATIENCE).
@@ -256,6 +260,8 @@ def _nothing_leased(job_id: int, request: TakeRequest, epochs_left: bool, final:
             # worth waiting for, and soon.
             result.retry_after = splits.TAIL_HEARTBEAT
             result.waiting_on = max(waiting_on, 1)
+            result.wake_by = min(result.wake_by, splits.STALE_REQUEST)
+            result.rerun = True
         result.waitable = result.waiting_on > 0
         if not result.waitable:
             # The caller is at its end: it no longer counts as waiting, so
