@@ -1,0 +1,114 @@
+"""The SDK's time on the training thread per item: a loop over many tiny items, as users write it.
+
+Usage:  .venv/bin/python bench/item_overhead.py [--items 10000] [--compute-ms 0] [--shapes items,torch0,loader2]
+
+One job of --items item strings (no files: the loop reads nothing), one
+consumer, the ASGI server of tests/support.py (4 web processes). Each shape
+is timed on the training thread alone: from the moment the loop body ends to
+the moment the next item arrives, which is what the SDK costs the loop
+(the issue's bar: a median under 50 us). The body itself "trains" for
+--compute-ms.
+
+  items    for item in queue.items(): ...
+  torch0   for item in DataLoader(WorkQueueDataset(queue), batch_size=None): ...
+  loader2  the same through WorkQueueLoader with num_workers=2 (loader processes take)
+
+Beside them, the same loop over a Python list of the items: the floor of the
+loop itself. Prints each shape's median, p90 and p99 microseconds per item and
+its items per second. Uses DATABASE_URL when set, else the embedded Postgres.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import uuid
+
+import _env  # noqa: F401  (first: it sets up the project)
+from _env import percentile
+
+SHAPES = ("items", "torch0", "loader2")
+
+
+def loop(shape: str, queue):
+    if shape == "items":
+        return queue.items()
+    from torch.utils.data import DataLoader
+
+    from worker_sdk.torch import WorkQueueDataset, WorkQueueLoader
+
+    if shape == "torch0":
+        return iter(DataLoader(WorkQueueDataset(queue), batch_size=None))
+    return iter(WorkQueueLoader(WorkQueueDataset(queue), batch_size=None, num_workers=2))
+
+
+def timed(items, compute: float) -> tuple[list[float], float, int]:
+    """Microseconds the loop waited for each item, the loop's seconds, and the items read."""
+    waits = []
+    began = time.perf_counter()
+    asked = began
+    for _item in items:
+        waits.append((time.perf_counter() - asked) * 1e6)
+        if compute:
+            time.sleep(compute)
+        asked = time.perf_counter()
+    return waits, time.perf_counter() - began, len(waits)
+
+
+def report(label: str, waits: list[float], seconds: float, count: int) -> None:
+    print(
+        f"  {label:<8} median {percentile(waits, 0.5):9.1f} us  p90 {percentile(waits, 0.9):9.1f} us  "
+        f"p99 {percentile(waits, 0.99):9.1f} us  {count / seconds:8.0f} items/s  ({count} items)",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=10_000)
+    parser.add_argument("--compute-ms", type=float, default=0.0)
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    args = parser.parse_args()
+    shapes = args.shapes.split(",")
+    for shape in shapes:
+        if shape not in SHAPES:
+            parser.error(f"unknown shape {shape!r}: one of {', '.join(SHAPES)}")
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from server.services import accounts
+    from tests.support import ServerProcess, database_url
+    from worker_sdk import WorkQueue
+
+    call_command("migrate", verbosity=0, interactive=False)
+    user, _ = accounts.ensure_user("bench", "worker")
+    _token, key = accounts.create_token(user, "worker", name="item overhead bench")
+    server = ServerProcess(database_url(settings.DATABASES["default"]), workers=4).start()
+    works = [f"/tiny/{i}" for i in range(args.items)]
+    compute = args.compute_ms / 1000
+    print(f"{args.items} items, {args.compute_ms} ms of compute each; the loop's wait for each item:", flush=True)
+    try:
+        report("list", *timed(iter(list(works)), compute))
+        for shape in shapes:
+            queue = WorkQueue(
+                works, shuffle=False, name=f"overhead-{shape}-{uuid.uuid4().hex[:8]}", url=server.url, token=key
+            )
+            queue.job  # noqa: B018  (created before the clock starts)
+            waits, seconds, count = timed(loop(shape, queue), compute)
+            queue.close()
+            if count != args.items:
+                print(f"  {shape}: read {count} of {args.items} items", file=sys.stderr)
+            report(shape, waits, seconds, count)
+    finally:
+        server.stop()
+    print(f"machine: {os.cpu_count()} CPUs; Python {sys.version.split()[0]}")
+
+
+if __name__ == "__main__":
+    main()
