@@ -221,7 +221,7 @@ class Leaser:
         """Gives back unread, without using an attempt, every lease held that no consumer here finished.
 
         A synchronous rank's loader process calls it as it ends
-        (worker_sdk.torch): the records it handed over that the rank never
+        (worker_sdk.torch_sync): the records it handed over that the rank never
         received (the DataLoader's prefetch when the epoch stopped) are in no
         one's account, and their items would wait for their lease to expire.
         A lease the rank completed or gave back meanwhile is refused as lost:
