@@ -113,10 +113,11 @@ def test_a_loader_waiting_at_the_end_waits_for_what_its_parent_process_still_rea
     # the item as held by a waiting consumer, and the loader would end while
     # the item can still come back (its reader fails, or dies).
     import threading
-    import time
 
     from torch.utils.data import DataLoader
 
+    from server.models import Worker
+    from tests.support import wait_until
     from worker_sdk import WorkQueue
     from worker_sdk.torch import WorkQueueDataset
 
@@ -125,21 +126,31 @@ def test_a_loader_waiting_at_the_end_waits_for_what_its_parent_process_still_rea
     holder = WorkQueue([str(item)], name="torch_parent_reads", worker="holder")
     stream = holder.stream()
     assert stream.next().item == str(item)
-    released = {}
-
-    def release() -> None:
-        released["at"] = time.monotonic()
-        stream.finish()
-
-    timer = threading.Timer(3.0, release)
-    timer.start()
+    queue = WorkQueue([str(item)], name="torch_parent_reads", worker="trainer")
+    job_id = queue.job["id"]
+    records = []
+    loader = DataLoader(WorkQueueDataset(queue, reader=read_lines), batch_size=None, num_workers=1)
+    loop = threading.Thread(target=lambda: records.extend(loader), daemon=True)
+    loop.start()
     try:
-        queue = WorkQueue([str(item)], name="torch_parent_reads", worker="trainer")
-        queue.job  # noqa: B018
-        loader = DataLoader(WorkQueueDataset(queue, reader=read_lines), batch_size=None, num_workers=1)
-        records = list(loader)
-        ended = time.monotonic()
+        # The loader asked, found nothing, and marked its process as waiting
+        # (with the copied leaser, the parent's lease was sent as waiting
+        # then too, and the loader's next take ended its loop within 0.2 s).
+        wait_until(
+            lambda: (
+                not loop.is_alive()
+                or Worker.objects.filter(
+                    job_id=job_id, name__startswith="trainer:loader", waiting_since__isnull=False
+                ).exists()
+            ),
+            30,
+            0.05,
+            "the loader waiting at the end",
+        )
+        loop.join(1.0)  # a loop that ends now ended while the item was held
+        assert loop.is_alive(), "the loader ended while this process still held the item"
+        assert Worker.objects.get(job_id=job_id, name="holder").waiting_since is None
     finally:
-        timer.join()
-    assert records == []
-    assert ended >= released["at"], "the loader ended while this process still held the item"
+        stream.finish()
+    loop.join(30)
+    assert not loop.is_alive() and records == []
