@@ -18,3 +18,23 @@ def percentile(values, q):
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def serve(token_name: str, workers: int = 4):
+    """Migrates the database, makes a worker token and starts the ASGI server of tests/support.py: (server, key).
+
+    The caller stops the server. Uses DATABASE_URL when set, else the embedded Postgres.
+    """
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from server.services import accounts
+    from tests.support import ServerProcess, database_url
+
+    call_command("migrate", verbosity=0, interactive=False)
+    user, _ = accounts.ensure_user("bench", "worker")
+    _token, key = accounts.create_token(user, "worker", name=token_name)
+    return ServerProcess(database_url(settings.DATABASES["default"]), workers=workers).start(), key

@@ -27,7 +27,7 @@ import time
 import uuid
 
 import _env  # noqa: F401  (first: it sets up the project)
-from _env import percentile
+from _env import percentile, serve
 
 SHAPES = ("items", "torch0", "loader2")
 
@@ -76,20 +76,9 @@ def main() -> None:
         if shape not in SHAPES:
             parser.error(f"unknown shape {shape!r}: one of {', '.join(SHAPES)}")
 
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-
-    from server.services import accounts
-    from tests.support import ServerProcess, database_url
     from worker_sdk import WorkQueue
 
-    call_command("migrate", verbosity=0, interactive=False)
-    user, _ = accounts.ensure_user("bench", "worker")
-    _token, key = accounts.create_token(user, "worker", name="item overhead bench")
-    server = ServerProcess(database_url(settings.DATABASES["default"]), workers=4).start()
+    server, key = serve("item overhead bench")
     works = [f"/tiny/{i}" for i in range(args.items)]
     compute = args.compute_ms / 1000
     print(f"{args.items} items, {args.compute_ms} ms of compute each; the loop's wait for each item:", flush=True)

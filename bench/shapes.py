@@ -63,6 +63,7 @@ from collections import Counter
 from pathlib import Path
 
 import _env  # noqa: F401  (first: it sets up the project)
+from _env import serve
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the spawned workers' TensorFlow start-up chatter
 from longtail import cost_file, greedy, run_processes, run_tfdata, slices
@@ -218,19 +219,7 @@ def main():
         if shape not in SHAPES:
             parser.error(f"unknown shape {shape!r}: one of {', '.join(SHAPES)}")
 
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-
-    from server.services import accounts
-    from tests.support import ServerProcess, database_url
-
-    call_command("migrate", verbosity=0, interactive=False)
-    user, _ = accounts.ensure_user("bench", "worker")
-    _token, key = accounts.create_token(user, "worker", name="shapes bench")
-    server = ServerProcess(database_url(settings.DATABASES["default"]), workers=4).start()
+    server, key = serve("shapes bench")
     speeds = [SLOW] + [1.0] * (args.workers - 1)
     folder = Path(tempfile.mkdtemp(prefix="shardline-shapes-"))
     began, rows = time.time(), []
