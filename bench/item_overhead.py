@@ -1,6 +1,7 @@
 """The SDK's time on the training thread per item: a loop over many tiny items, as users write it.
 
 Usage:  .venv/bin/python bench/item_overhead.py [--items 10000] [--compute-ms 0] [--shapes items,torch0,loader2]
+                                               [--look-ahead 0,1]
 
 One job of --items item strings (no files: the loop reads nothing), one
 consumer, the ASGI server of tests/support.py (4 web processes). Each shape
@@ -13,8 +14,10 @@ the moment the next item arrives, which is what the SDK costs the loop
   torch0   for item in DataLoader(WorkQueueDataset(queue), batch_size=None): ...
   loader2  the same through WorkQueueLoader with num_workers=2 (loader processes take)
 
-Beside them, the same loop over a Python list of the items: the floor of the
-loop itself. Prints each shape's median, p90 and p99 microseconds per item and
+Each shape runs once per --look-ahead depth (WorkQueue's look_ahead: items
+taken ahead on a thread while the loop works; 0 takes when asked), side by
+side in one run. Beside them, the same loop over a Python list of the items:
+the floor of the loop itself. Prints each shape's median, p90 and p99 microseconds per item and
 its items per second. Uses DATABASE_URL when set, else the embedded Postgres.
 """
 
@@ -59,7 +62,7 @@ def timed(items, compute: float) -> tuple[list[float], float, int]:
 
 def report(label: str, waits: list[float], seconds: float, count: int) -> None:
     print(
-        f"  {label:<8} median {percentile(waits, 0.5):9.1f} us  p90 {percentile(waits, 0.9):9.1f} us  "
+        f"  {label:<10} median {percentile(waits, 0.5):9.1f} us  p90 {percentile(waits, 0.9):9.1f} us  "
         f"p99 {percentile(waits, 0.99):9.1f} us  {count / seconds:8.0f} items/s  ({count} items)",
         flush=True,
     )
@@ -70,7 +73,9 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--compute-ms", type=float, default=0.0)
     parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--look-ahead", default="0,1", help="depths to compare, comma-separated")
     args = parser.parse_args()
+    depths = [int(depth) for depth in args.look_ahead.split(",")]
     shapes = args.shapes.split(",")
     for shape in shapes:
         if shape not in SHAPES:
@@ -85,15 +90,21 @@ def main() -> None:
     try:
         report("list", *timed(iter(list(works)), compute))
         for shape in shapes:
-            queue = WorkQueue(
-                works, shuffle=False, name=f"overhead-{shape}-{uuid.uuid4().hex[:8]}", url=server.url, token=key
-            )
-            queue.job  # noqa: B018  (created before the clock starts)
-            waits, seconds, count = timed(loop(shape, queue), compute)
-            queue.close()
-            if count != args.items:
-                print(f"  {shape}: read {count} of {args.items} items", file=sys.stderr)
-            report(shape, waits, seconds, count)
+            for depth in depths:
+                queue = WorkQueue(
+                    works,
+                    shuffle=False,
+                    name=f"overhead-{shape}-{uuid.uuid4().hex[:8]}",
+                    url=server.url,
+                    token=key,
+                    look_ahead=depth,
+                )
+                queue.job  # noqa: B018  (created before the clock starts)
+                waits, seconds, count = timed(loop(shape, queue), compute)
+                queue.close()
+                if count != args.items:
+                    print(f"  {shape}: read {count} of {args.items} items", file=sys.stderr)
+                report(f"{shape}@{depth}", waits, seconds, count)
     finally:
         server.stop()
     print(f"machine: {os.cpu_count()} CPUs; Python {sys.version.split()[0]}")

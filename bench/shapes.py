@@ -23,6 +23,8 @@ and whole items, read by the loop itself with the SDK's reader (no claims,
 so no splits: their bar is the best schedule of whole slices, the "bound"):
 
   items      for item in queue.items(): for line in readers.records(item): ...
+             (the next item taken ahead while the loop reads: WorkQueue's look_ahead=1)
+  items0     the same with look_ahead=0 (each item taken when the loop asks)
   take       the same over eager queue.take() until OutOfRangeError
   takegraph  the same over a graph's queue.take() op, run in a tf.compat.v1.Session
   inputs     the same over queue.input_dataset()
@@ -68,7 +70,19 @@ from _env import serve
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the spawned workers' TensorFlow start-up chatter
 from longtail import cost_file, greedy, run_processes, run_tfdata, slices
 
-SHAPES = ("ranges", "dataset1", "dataset4", "torch0", "torch2", "loader2", "items", "take", "takegraph", "inputs")
+SHAPES = (
+    "ranges",
+    "dataset1",
+    "dataset4",
+    "torch0",
+    "torch2",
+    "loader2",
+    "items",
+    "items0",
+    "take",
+    "takegraph",
+    "inputs",
+)
 TF_SHAPES = ("dataset1", "dataset4", "take", "takegraph", "inputs")
 SLOW = 0.25  # the slow worker's speed; the others run at 1.0
 
@@ -82,7 +96,7 @@ def training_loop(queue, shape: str, start=None):
     """
     if shape == "ranges":
         return (line for work in queue.ranges() for line in work.records())
-    if shape in ("items", "take", "takegraph", "inputs"):
+    if shape in ("items", "items0", "take", "takegraph", "inputs"):
         from worker_sdk import readers
 
         return (line for item in item_strings(queue, shape) for line in readers.records(item))
@@ -114,7 +128,7 @@ def training_loop(queue, shape: str, start=None):
 
 def item_strings(queue, shape: str):
     """The item strings of a whole-item shape, as its loop gets them."""
-    if shape == "items":
+    if shape in ("items", "items0"):
         yield from queue.items()
         return
     import tensorflow as tf
@@ -160,7 +174,16 @@ def shape_worker(index, url, key, works, name, speed, split_tail, shape, ready, 
     elif shape.startswith(("torch", "loader")):
         import torch.utils.data  # noqa: F401
 
-    queue = WorkQueue(works, shuffle=False, name=name, url=url, token=key, worker=f"w{index}", split_tail=split_tail)
+    queue = WorkQueue(
+        works,
+        shuffle=False,
+        name=name,
+        url=url,
+        token=key,
+        worker=f"w{index}",
+        split_tail=split_tail,
+        look_ahead=0 if shape == "items0" else 1,
+    )
     job = queue.job  # attached before the start: the run measures dispatch, not set-up
     # A DataLoader's loader processes start now, and wait for the start.
     lines = training_loop(queue, shape, (go, start_value)) if shape.startswith(("torch", "loader")) else None

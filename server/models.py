@@ -277,6 +277,13 @@ class Item(models.Model):
     split_for = models.TextField(null=True, blank=True)
     split_asked_at = models.DateTimeField(null=True, blank=True)
     split_pieces = models.PositiveIntegerField(null=True, blank=True)
+    # Leased ahead of its consumer, which has not started it (a take with
+    # ``ahead``, until a later take of its holder names it ``started``):
+    # while it is, a worker with nothing to read may ask for it back
+    # (split_for, split_asked_at, no split_at; services/give_back.py), and
+    # its holder gives it back unread. A default in the database too: the
+    # statements that make items (a split's remainder, an epoch) leave it out.
+    ahead = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         db_table = "shardline_item"

@@ -49,6 +49,8 @@ HEARTBEAT_WAIT = 3.0
 # out behind it: a web server's outage under the service clock's GAP is not
 # given back, so a beat, the outage and the retry must fit in a lease.
 HEARTBEAT_RETRY_PACE = 1.0
+GIVE_BACK_PAUSE = 0.05
+GIVE_BACK_REASON = "taken ahead and not started; given back to a worker with nothing to read"
 
 
 class Leaser:
@@ -91,6 +93,13 @@ class Leaser:
         # The record ranges being read, by lease: their positions go with
         # each heartbeat, and splits asked of them are answered from them.
         self._trackers: dict[int, RangeTracker] = {}
+        # Leases taken ahead of their consumer (worker_sdk.look_ahead), by id:
+        # the consumer's claim, which takes one out of its reach unless it
+        # started it already (its lock decides which comes first). A
+        # give-back asked of one is answered with it. Those started go with
+        # the next take, which tells the server not to ask for them.
+        self._unstarted: dict[int, Callable[[], bool]] = {}
+        self._started: set[int] = set()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.interval = max(0.2, lease_timeout / 3)
@@ -148,7 +157,12 @@ class Leaser:
                 self.on_leased(lease)
 
     def take(
-        self, finished: list[Lease] = (), scope: TakeScope = TakeScope(), tracks: bool = False, wait: bool = True
+        self,
+        finished: list[Lease] = (),
+        scope: TakeScope = TakeScope(),
+        tracks: bool = False,
+        wait: bool = True,
+        ahead: bool = False,
     ) -> tuple[list[Lease], TakeAnswer]:
         """Acknowledges ``finished`` (and any earlier finished lease) and leases one item of ``scope``, in one request.
 
@@ -156,6 +170,8 @@ class Leaser:
         finished leases stay held and go with the next request. ``tracks``:
         the caller claims records and answers splits (worker_sdk.tracker).
         ``wait``: the server may hold a take that finds nothing (TAKE_WAIT seconds).
+        ``ahead``: its consumer is still reading; what it leases may be
+        asked back until the consumer starts it (``hold_ahead``, ``started``).
         """
         with self._lock:
             for lease in finished:
@@ -164,6 +180,7 @@ class Leaser:
             if self._first:
                 # The finished ones go with the next take (held until then).
                 return [self._first.popleft()], TakeAnswer()
+            started = tuple(sorted(self._started))
         sent = self._start_sending()
         request = TakeRequest(
             self.worker,
@@ -172,6 +189,8 @@ class Leaser:
             wait=TAKE_WAIT if wait else 0.0,
             tracks=tracks,
             scope=scope,
+            ahead=ahead,
+            started=started,
         )
         try:
             answer = self.client.take(self.job_id, request)
@@ -182,6 +201,7 @@ class Leaser:
             for lease in sent:
                 self._finished.pop(lease.id, None)
                 self._held.pop(lease.id, None)
+            self._started.difference_update(started)
             for lease in leases:
                 self._held[lease.id] = lease
             if leases and self._server_waits and not self._beating:
@@ -192,6 +212,52 @@ class Leaser:
         for lease_id in answer.lost:
             self._lost(lease_id, "its completion was refused")
         return leases, answer
+
+    def hold_ahead(self, lease: Lease, claim: Callable[[], bool]) -> None:
+        """``lease`` was taken ahead: a give-back asked of it calls ``claim``, which says whether it may go.
+
+        ``claim`` takes the lease out of its consumer's reach and returns
+        True, or returns False once the consumer has started it.
+        """
+        with self._lock:
+            if lease.id in self._held:
+                self._unstarted[lease.id] = claim
+
+    def started(self, leases: list[Lease]) -> None:
+        """The consumer started these leases taken ahead: the next take says so, and none is given back."""
+        with self._lock:
+            for lease in leases:
+                self._unstarted.pop(lease.id, None)
+                self._started.add(lease.id)
+
+    def release_unread(self, lease: Lease, reason: str) -> None:
+        """Gives ``lease`` back unread, its attempt returned: its consumer will not read it (a lease taken ahead)."""
+        with self._lock:
+            self._unstarted.pop(lease.id, None)
+            self._sending.add(lease.id)
+        try:
+            self.client.release(lease.id, lease.token, reason)
+        except errors.LeaseLostError:
+            pass  # expired and taken back meanwhile: not news
+        except errors.ShardlineError as exc:
+            # Nobody reads it here: its lease runs out and the item goes on.
+            log.warning("work queue %s: could not give back lease %s: %s", self.name, lease.id, exc)
+        finally:
+            self._stop_sending([lease])
+        with self._lock:
+            self._held.pop(lease.id, None)
+            self._reported_lost.add(lease.id)
+
+    def _asked_back(self, lease_id: int) -> None:
+        """A worker with nothing to read asks for a lease taken ahead: it goes unless its consumer started it."""
+        with self._lock:
+            claim, lease = self._unstarted.pop(lease_id, None), self._held.get(lease_id)
+        if claim is None or lease is None or not claim():
+            # Started: the take that says so drops the request and wakes
+            # the asker to ask elsewhere.
+            return
+        self.release_unread(lease, GIVE_BACK_REASON)
+        log.info("work queue %s: lease %s, taken ahead, given back to an idle worker", self.name, lease_id)
 
     def complete(self, leases: list[Lease]) -> None:
         """Acknowledges finished leases now (each with its own request)."""
@@ -293,6 +359,7 @@ class Leaser:
         with self._lock:
             self._finished.pop(lease.id, None)
             self._held.pop(lease.id, None)
+            self._unstarted.pop(lease.id, None)
 
     def forget_all(self) -> None:
         """The server fenced every lease (a restore): hold nothing, report nothing lost."""
@@ -300,6 +367,8 @@ class Leaser:
             self._reported_lost.update(self._held)
             self._held.clear()
             self._finished.clear()
+            self._unstarted.clear()
+            self._started.clear()
             for tracker in self._trackers.values():
                 tracker.stop()  # its records are read again from the snapshot's position
             self._trackers.clear()
@@ -308,6 +377,7 @@ class Leaser:
         with self._lock:
             self._held.pop(lease_id, None)
             self._finished.pop(lease_id, None)
+            self._unstarted.pop(lease_id, None)
             tracker = self._trackers.pop(lease_id, None)
             if tracker is not None:
                 tracker.stop()  # its records are another worker's now
@@ -362,6 +432,10 @@ class Leaser:
 
     def _heartbeat(self) -> None:
         again = False  # the last heartbeat waited on the server all it asked: beat again at once
+        # It brought give-backs: the next goes soon (the server answers it at
+        # once while one it refused is still asked of it, until the take that
+        # says the lease started clears it) to be held again.
+        soon = False
         failing = False  # the last one did not reach the server: the next goes within HEARTBEAT_RETRY_PACE
         while not self._stop.is_set():
             with self._lock:
@@ -370,9 +444,9 @@ class Leaser:
             if failing:
                 # Full jitter, as the transport's backoff: a thousand processes do not retry in step.
                 pace = random.uniform(0, min(self.interval, HEARTBEAT_RETRY_PACE))
-            self._wake.wait(0.0 if again else pace)
+            self._wake.wait(0.0 if again else GIVE_BACK_PAUSE if soon else pace)
             self._wake.clear()
-            again = False
+            again = soon = False
             if self._stop.is_set():
                 return
             with self._lock:
@@ -429,6 +503,9 @@ class Leaser:
             finally:
                 with self._lock:
                     self._beating = False
+            for lease_id in answer.get("give_back", []):
+                self._asked_back(int(lease_id))
+                soon = True
             for lease_id in answer.get("done", []):
                 with self._lock:  # completed by the process it was handed to (worker_sdk.sync)
                     self._held.pop(int(lease_id), None)

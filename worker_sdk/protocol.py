@@ -105,6 +105,10 @@ class TakeRequest:
     worker itself; a DataLoader's loader processes name their main process).
     ``wait``: seconds the server may hold a take that finds nothing yet.
     ``tracks``: the caller claims records one by one and answers splits.
+    ``ahead``: what it leases is taken ahead of the consumer (worker_sdk.look_ahead),
+    which has not started it: until a later take names it in ``started``,
+    a worker with nothing to read may ask for it back. Such a take never
+    asks for a split or a give-back itself: its consumer has work in hand.
     """
 
     worker: str
@@ -114,6 +118,8 @@ class TakeRequest:
     wait: float = 0.0
     tracks: bool = False
     scope: TakeScope = TakeScope()
+    ahead: bool = False
+    started: tuple[int, ...] = ()
 
     @property
     def taker(self) -> str:
@@ -129,6 +135,10 @@ class TakeRequest:
             body["wait"] = self.wait
         if self.tracks:
             body["tracks"] = True
+        if self.ahead:
+            body["ahead"] = True
+        if self.started:
+            body["started"] = list(self.started)
         scope = self.scope
         if scope.upto_epoch is not None:
             body["upto_epoch"] = scope.upto_epoch
@@ -166,13 +176,20 @@ class TakeRequest:
         wait = data.get("wait", 0)
         if not isinstance(wait, (int, float)) or isinstance(wait, bool) or not 0 <= wait <= MAX_TAKE_WAIT:
             errors["wait"] = [f"a number of seconds from 0 to {MAX_TAKE_WAIT}"]
-        for name in ("tracks", "sync"):
+        for name in ("tracks", "sync", "ahead"):
             if not isinstance(data.get(name, False), bool):
                 errors[name] = ["true or false"]
         epochs = f"an integer from 0 to {MAX_EPOCHS}, or null"
         upto = _optional_int(data, "upto_epoch", 0, MAX_EPOCHS, epochs, errors)
         from_epoch = _optional_int(data, "from_epoch", 0, MAX_EPOCHS, epochs, errors)
         max_records = _optional_int(data, "max_records", 1, BIGINT_MAX, "a positive integer, or null", errors)
+        started = data.get("started", [])
+        if (
+            not isinstance(started, list)
+            or len(started) > max_take
+            or not all(_is_int(lease) and 1 <= lease <= BIGINT_MAX for lease in started)
+        ):
+            errors["started"] = [f"a list of at most {max_take} lease ids (positive 64-bit integers)"]
         complete = data.get("complete", [])
         completions = []
         if not isinstance(complete, list) or len(complete) > max_take:
@@ -194,6 +211,8 @@ class TakeRequest:
             wait=float(wait),
             tracks=data.get("tracks", False),
             scope=TakeScope(upto, from_epoch, data.get("sync", False), max_records),
+            ahead=data.get("ahead", False),
+            started=tuple(started),
         )
 
 

@@ -17,7 +17,7 @@ import warnings
 import weakref
 from contextlib import closing, contextmanager
 
-from . import at_exit, errors, resumable
+from . import at_exit, errors, look_ahead, resumable, stall
 from . import tf as tf_support
 from .client import Client
 from .leaser import HandedLeases, Leaser
@@ -56,6 +56,11 @@ class WorkQueue:
                     idle workers at the end of the queue (default: the
                     server's, on; see ``ranges()`` for which readers can)
     worker          this worker's name in the audit (default host:pid:task)
+    look_ahead      items leased ahead of a loop over whole items (``items()``,
+                    a DataLoader without loader processes) while it works on
+                    one, so that it never waits on a take (default 1; 0:
+                    take when asked). An item taken ahead and not started
+                    goes to a worker that has nothing to read.
     client          a worker_sdk.client.Client to talk through (default: one
                     over HTTP to ``url``, retrying for ``retry_seconds``)
     """
@@ -80,6 +85,7 @@ class WorkQueue:
         worker=None,
         retry_seconds=None,
         split_tail=None,
+        look_ahead=1,
         client: Client | None = None,
     ):
         if not isinstance(works, list) or not works:
@@ -105,6 +111,9 @@ class WorkQueue:
         self.lease_timeout = lease_timeout
         self.max_attempts = max_attempts
         self.split_tail = split_tail
+        if not isinstance(look_ahead, int) or isinstance(look_ahead, bool) or look_ahead < 0:
+            raise ValueError(f"look_ahead must be an integer of at least 0, not {look_ahead!r}")
+        self.look_ahead = look_ahead
         self.local_work_mgr = local_work_mgr
         self.worker = worker or os.environ.get("SHARDLINE_WORKER") or (local_work_mgr and local_work_mgr.worker) or None
         # A LocalWorkMgr's restart is this process's: a forked child (a loader)
@@ -311,9 +320,14 @@ class WorkQueue:
         If the loop stops early (break, an exception), the item in hand is
         given back as failed, so another attempt reads it.
         """
-        with closing(self.stream().timed_leases()) as leases:
+        stream = self.whole_items_stream()
+        with closing(stall.timed(look_ahead.leases(stream, self.look_ahead), stream.meter)) as leases:
             for lease in leases:
                 yield lease.item
+
+    def whole_items_stream(self) -> Stream:
+        """A stream for a loop over whole items, shaped for ``look_ahead.leases(stream, self.look_ahead)``."""
+        return self.stream(lag=None if self.look_ahead else 1)
 
     def ranges(self):
         """One ``WorkRange`` per leased item, for readers of one's own that claim records (worker_sdk.ranges).

@@ -175,6 +175,46 @@ class Stream:
         finally:
             mark_at_end(self, self._holds_at_end())
 
+    def next_ahead(self) -> Lease | None:
+        """One take ahead of the consumer, which reads what it holds: the lease, or None when none comes at once.
+
+        It never waits and never ends the stream: nothing pending now, or the
+        queue's end, is for the consumer's own ``next()`` to find once it is
+        done with what it holds (worker_sdk.look_ahead). What it leases stays
+        the server's to ask back until the consumer starts it.
+        """
+        if self.ended:
+            return None
+        with self._lock:
+            self.taking = True
+            finished, self._consumed = self._consumed, []
+        try:
+            leases, _answer = self._leaser().take(finished, self.scope(), self.tracks, wait=False, ahead=True)
+        finally:
+            with self._lock:
+                self.taking = False
+        if not leases:
+            return None
+        self.open.append(leases[0])
+        return leases[0]
+
+    def leaser(self) -> Leaser:
+        """The process's leaser of this stream's job."""
+        return self._leaser()
+
+    def give_back(self, lease: Lease, reason: str) -> None:
+        """``lease``, taken ahead, will not be read here: given back unread, its attempt returned."""
+        self.forget(lease)
+        self._leaser().release_unread(lease, reason)
+
+    def forget(self, lease: Lease) -> None:
+        """``lease``, taken ahead, is not this stream's to read or acknowledge any more (it was given back)."""
+        with self._lock:
+            try:
+                self.open.remove(lease)
+            except ValueError:
+                pass
+
     def scope(self) -> TakeScope:
         """What its next take may lease: its epochs, and at most the records its budget has left."""
         return TakeScope(self.upto_epoch, self.from_epoch, self.sync, self.budget and self.budget.left)

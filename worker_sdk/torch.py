@@ -28,7 +28,7 @@ import os
 from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
-from . import stall
+from . import look_ahead, stall
 from .names import default_worker_name
 from .queue import WorkQueue
 
@@ -70,15 +70,18 @@ class WorkQueueDataset(IterableDataset):
             self.queue.consumer = self.consumer
             if self.stall is not None:
                 stall.adopt(self.queue.job["id"], self.consumer, self.stall)
-        stream = self.queue.stream(tracks=self.reader is not None)
+        # Item strings in the loop's own process: the next is taken ahead
+        # while the loop trains on this one (WorkQueue's look_ahead).
+        depth = self.queue.look_ahead if self.reader is None and not in_loader else 0
+        stream = self.queue.whole_items_stream() if depth else self.queue.stream(tracks=self.reader is not None)
         if in_loader or self.stall is not None:
-            return self._read(stream, in_loader)
+            return self._read(stream, in_loader, depth)
         # The loop's own process reads (num_workers=0): its waits for records
         # are its data stall (the batch's collation counts as its work).
-        return stall.timed(self._read(stream, in_loader), stream.meter)
+        return stall.timed(self._read(stream, in_loader, depth), stream.meter)
 
-    def _read(self, stream, in_loader: bool) -> Iterator:
-        with closing(stream.leases()) as leases:
+    def _read(self, stream, in_loader: bool, depth: int) -> Iterator:
+        with closing(look_ahead.leases(stream, depth)) as leases:
             for lease in leases:
                 if self.reader is not None:
                     yield from stream.records(lease, self.reader(lease.item))

@@ -175,12 +175,13 @@ class ExtendManyView(APIView):
                 "lost": beat.lost,
                 "done": beat.done,
                 "splits": {str(k): v for k, v in beat.splits.items()},
+                "give_back": beat.give_back,
                 "split_min_records": split_service.floor(),
                 "heartbeat_in": beat.heartbeat_in,
             }
         )
-        if data["wait"] and not beat.splits and not beat.lost and len(beat.jobs) == 1:
-            # Held until a split is asked of a lease of these holders. While
+        if data["wait"] and not beat.splits and not beat.give_back and not beat.lost and len(beat.jobs) == 1:
+            # Held until a split or give-back is asked of a lease of these holders. While
             # it waits, its connection says the holder lives: dropped
             # unanswered, the holders' leases expire (server/gateway.py),
             # unless their restart is to take them back.

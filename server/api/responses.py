@@ -205,6 +205,12 @@ class ExtendResponseSerializer(serializers.Serializer):
         help_text="lease id -> the record a split is asked at: the holder answers with POST "
         "/api/v1/leases/{id}/split/ (at that record, or the next one it has not read, or its end to refuse).",
     )
+    give_back = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="Leases taken ahead of their consumer (take with ahead) that a worker with nothing to read "
+        "asks back: the holder gives each back unread (POST /api/v1/leases/{id}/release/) unless its consumer "
+        "has started it, which its next take says (started).",
+    )
     split_min_records = serializers.IntegerField(help_text="The fewest records a split leaves to either side.")
     heartbeat_in = serializers.FloatField(
         allow_null=True,

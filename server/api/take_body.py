@@ -57,6 +57,19 @@ class TakeSerializer(StrictSerializer):
         help_text="The caller claims the records of what it leases one by one and answers splits (the SDK's "
         "readers do): a split may be asked of its leases at once (the liquid tail).",
     )
+    ahead = serializers.BooleanField(
+        default=False,
+        help_text="What this take leases is taken ahead of the consumer, which is still reading what it holds "
+        "(the SDK's look-ahead): until a later take names it in started, a worker with nothing to read may ask "
+        "for it back, and its holder gives it back unread. Such a take asks for no split or give-back itself.",
+    )
+    started = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=BIGINT_MAX),
+        required=False,
+        max_length=settings.SHARDLINE_MAX_TAKE,
+        help_text="Leases taken ahead that the consumer has started: no longer to be asked back (at most "
+        "SHARDLINE_MAX_TAKE). Their lease time counts from now.",
+    )
     upto_epoch = serializers.IntegerField(
         min_value=0,
         max_value=MAX_EPOCHS,

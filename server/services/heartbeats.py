@@ -76,6 +76,8 @@ class Heartbeat:
     # Completed with their tokens (by the holder's consumer, or a request on
     # its way): the holder need not heartbeat them any more.
     done: list[int] = field(default_factory=list)
+    # Items taken ahead of their consumer, asked back (services/give_back.py).
+    give_back: list[int] = field(default_factory=list)
 
 
 def extend(
@@ -134,4 +136,5 @@ def extend(
         frozenset(row.job_id for row in rows),
         frozenset(row.worker for row in rows if row.worker),
         sorted(done),
+        sorted(row.id for row in rows if row.give_back),
     )

@@ -18,7 +18,7 @@ from .. import clock, metrics, sql
 from ..callers import SERVER, Caller
 from ..errors import JobCancelled, JobFailed, LeaseLost, NotFound
 from ..models import JobState
-from . import jobs, splits, units
+from . import give_back, jobs, splits, units
 
 log = logging.getLogger("shardline.leases")
 
@@ -120,7 +120,9 @@ def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Call
             return result
     count = request.count
     with metrics.timed("take"):
-        job, leases, reclaimed, completed = _take_once(job_id, request, count, caller, request.complete, key)
+        job, leases, reclaimed, completed = _take_once(
+            job_id, request, count, caller, request.complete, key, request.started
+        )
         deferred = job["deferred"]
         completions = request.complete
         lost = _lost(completions, completed, caller) if len(completed) < len(completions) else []
@@ -187,6 +189,7 @@ def _take_once(
     caller: Caller,
     completions: tuple[Completion, ...] = (),
     key: str | None = None,
+    started: tuple[int, ...] = (),
 ) -> tuple[dict, list[Lease], int, list[int]]:
     """Runs take.sql for ``count`` items: returns (job state and epochs, leases, leases reclaimed, completions accepted)."""
     rows = sql.run(
@@ -203,6 +206,8 @@ def _take_once(
             "key": key,
             "ttl": REQUEST_KEY_TTL,
             "tracks": request.tracks,
+            "ahead": request.ahead,
+            "started": list(started),
             **request.scope.sql(),
             **caller.sql,
         },
@@ -255,9 +260,12 @@ def _nothing_leased(job_id: int, request: TakeRequest, epochs_left: bool, final:
         result.retry_after = round(min(max(float(seconds_to_expiry), 0.1), RETRY_MAX), 3)
         result.leased_by_you, result.leased_by_others, result.waiting_on = mine, others, waiting_on
         result.wake_by = max(float(seconds_to_expiry), 0.0)
-        if not request.scope.sync and splits.request(job_id, worker, request.taker):
-            # Unread records of a lease are being split off for this worker:
-            # worth waiting for, and soon.
+        # A take ahead asks nothing of others: its consumer reads what it holds.
+        asks = not request.ahead and not request.scope.sync
+        if asks and (give_back.request(job_id, worker, request.taker) or splits.request(job_id, worker, request.taker)):
+            # An item taken ahead is being given back, or unread records of a
+            # lease are being split off, for this worker: worth waiting for,
+            # and soon.
             result.retry_after = splits.TAIL_HEARTBEAT
             result.waiting_on = max(waiting_on, 1)
             result.wake_by = min(result.wake_by, splits.STALE_REQUEST)

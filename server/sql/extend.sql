@@ -9,8 +9,10 @@
 --
 -- A holder reading a record range reports the next record it will read
 -- (%(positions)s, null where it has none); each lease comes back with the
--- split asked of it, if any (and so do the holders' other leases of the job
--- that a split was asked of: not requested, not extended), and whether it is a record range of a job in
+-- split asked of it, if any, and whether it is asked back (an item taken
+-- ahead of its consumer: services/give_back.py); so do the holders' other
+-- leases of the job that a split or give-back was asked of (not requested,
+-- not extended); and whether it is a record range of a job in
 -- its tail (nothing pending, no epoch left to create, splitting on), where
 -- its holder should heartbeat often so that a split lands soon
 -- (services/splits.py).
@@ -29,7 +31,8 @@ WITH extended AS (
      WHERE i.id = r.id AND i.state = 'leased' AND i.token = r.token AND j.id = i.job_id
        AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint
        AND shardline_name_in_scope(j.name, %(scope)s::text[])
- RETURNING i.id, i.expires_at, i.job_id, i.worker, i.unit_idx, i.range_end, i.split_at
+ RETURNING i.id, i.expires_at, i.job_id, i.worker, i.unit_idx, i.range_end, i.split_at,
+           i.ahead AND i.split_asked_at IS NOT NULL AS give_back
 ), seen AS (
     UPDATE shardline_worker AS w
        SET last_seen = shardline_now(),
@@ -65,15 +68,17 @@ WITH extended AS (
            clock = EXCLUDED.clock,
            reported_at = shardline_now()
 ), asked AS (
-    -- Splits asked of the holders' other leases of the job (leased after
-    -- this heartbeat left, or while it waited): answered with it. Read from
-    -- the job's live leases (item_leased_expiry), a few per worker.
-    SELECT i.id, i.job_id, i.worker, i.expires_at, i.split_at
+    -- Splits and give-backs asked of the holders' other leases of the job
+    -- (leased after this heartbeat left, or while it waited): answered
+    -- with it. Read from the job's live leases (item_leased_expiry), a few
+    -- per worker.
+    SELECT i.id, i.job_id, i.worker, i.expires_at, i.split_at, i.ahead AND i.split_asked_at IS NOT NULL AS give_back
       FROM (SELECT DISTINCT job_id, worker FROM extended) AS e
       JOIN shardline_item AS i ON i.job_id = e.job_id AND i.state = 'leased' AND i.worker = e.worker
-     WHERE i.split_at IS NOT NULL AND i.id NOT IN (SELECT id FROM extended)
+     WHERE (i.split_at IS NOT NULL OR (i.ahead AND i.split_asked_at IS NOT NULL))
+       AND i.id NOT IN (SELECT id FROM extended)
 )
-SELECT e.id, e.job_id, e.worker, e.expires_at, e.split_at, true AS requested,
+SELECT e.id, e.job_id, e.worker, e.expires_at, e.split_at, e.give_back, true AS requested,
        (e.range_end IS NOT NULL OR u."end" IS NOT NULL) AS ranged,
        (j.split_tail AND j.epochs_materialised = j.num_epochs
         AND NOT EXISTS (SELECT FROM shardline_item AS p WHERE p.job_id = e.job_id AND p.state = 'pending')) AS tail
@@ -84,5 +89,5 @@ SELECT e.id, e.job_id, e.worker, e.expires_at, e.split_at, true AS requested,
                       WHERE job_id = e.job_id AND idx = e.unit_idx
                       LIMIT 1) AS u ON true
  UNION ALL
-SELECT id, job_id, worker, expires_at, split_at, false, true, true
+SELECT id, job_id, worker, expires_at, split_at, give_back, false, split_at IS NOT NULL, true
   FROM asked;

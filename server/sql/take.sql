@@ -33,8 +33,20 @@
 --              the caller's user (%(holder)s), and forgets the last lease's
 --              reading position and split request (services/splits.py);
 --              its record range stays.
+--              A take ``ahead`` (%(ahead)s) marks what it leases as
+--              taken ahead of its consumer (worker_sdk.look_ahead).
+--   started    leases taken ahead that the consumer has started
+--              (%(started)s, the caller's own, not those this request
+--              completes: one row is changed once per statement): no longer
+--              to be asked back, their lease time counting from now (an
+--              item's duration is its reading, not its wait in a buffer).
+--              Their expiry stays: only a heartbeat extends a lease, and
+--              holder_gone.sql tells a dead holder's leases by that.
+--              A give-back asked of one meanwhile was refused: the take that
+--              asked is woken to ask elsewhere (services/give_back.py).
 --   events     the audit trail of expired leases.
---   seen       the worker's last_seen, its consumer, and whether it waits.
+--   seen       the worker's last_seen, its consumer, and whether it waits
+--              (a take ahead never does: its consumer is reading).
 --   claimed    with an Idempotency-Key (%(key)s, else NULL): the request's
 --              record, with the leases made here, committed with them. A
 --              plain INSERT: a repeat of the key fails on the primary key
@@ -172,10 +184,27 @@ WITH req AS (
            split_at = NULL,
            split_for = NULL,
            split_asked_at = NULL,
-           split_pieces = NULL
+           split_pieces = NULL,
+           ahead = %(ahead)s::boolean
       FROM picked
      WHERE i.id = picked.id
  RETURNING i.id, i.token, i.epoch, i.position, i.unit_idx, i.expires_at, i.range_start, i.range_end
+), started AS (
+    UPDATE shardline_item AS i
+       SET ahead = false,
+           leased_at = shardline_now(),
+           split_for = NULL,
+           split_asked_at = NULL
+      FROM (SELECT id, split_for AS asker
+              FROM shardline_item
+             WHERE id = ANY (%(started)s::bigint[]) AND job_id = %(job)s AND state = 'leased' AND ahead
+               AND worker = %(worker)s AND holder_id IS NOT DISTINCT FROM %(holder)s::bigint
+               AND id NOT IN (SELECT id FROM req)
+               AND EXISTS (SELECT FROM job)) AS s
+     WHERE i.id = s.id
+ RETURNING s.asker
+), refused AS (
+    SELECT pg_notify('shardline_job', %(job)s || ':refused:' || asker) FROM started WHERE asker IS NOT NULL
 ), events AS (
     INSERT INTO shardline_event (job_id, item_id, kind, worker, message, at)
     SELECT %(job)s, id, 'expired', coalesce(worker, ''),
@@ -190,7 +219,8 @@ WITH req AS (
     INSERT INTO shardline_worker AS w (job_id, name, consumer, first_seen, last_seen, items_done, items_failed,
                                        busy_seconds, waiting_since)
     SELECT j.id, %(worker)s, %(consumer)s, shardline_now(), shardline_now(), 0, 0, 0,
-           CASE WHEN EXISTS (SELECT 1 FROM leased) THEN NULL ELSE shardline_now() END
+           -- A take ahead that found nothing does not wait: its consumer is reading.
+           CASE WHEN %(ahead)s::boolean OR EXISTS (SELECT 1 FROM leased) THEN NULL ELSE shardline_now() END
       FROM job AS j
     ON CONFLICT (job_id, name) DO UPDATE
        SET last_seen = shardline_now(),
@@ -213,7 +243,7 @@ WITH req AS (
 )
 SELECT j.state, j.num_epochs, j.epochs_materialised, r.reclaimed,
        (SELECT coalesce(array_agg(id), '{}') FROM done) AS completed,
-       (SELECT deferred FROM tail) AS deferred,
+       (SELECT deferred FROM tail) AS deferred, (SELECT count(*) FROM refused) AS refused,
        l.id, l.token, shardline_item_name(u.item, l.range_start, l.range_end) AS item, l.epoch, l.position,
        l.expires_at, u."offset", l.range_start, l.range_end, u.start AS unit_start, u."end" AS unit_end, u.source
   FROM job AS j

@@ -11,7 +11,8 @@ def test_items_yields_every_item_of_every_epoch_and_completes_them(sdk_env):
 
 
 def test_an_item_is_completed_only_when_the_next_is_asked_for(sdk_env):
-    queue = WorkQueue(["/a", "/b", "/c"], shuffle=False)
+    # Without a look-ahead; with one, test_items_takes_the_next_item_ahead_...
+    queue = WorkQueue(["/a", "/b", "/c"], shuffle=False, look_ahead=0)
     iterator = queue.items()
     assert next(iterator) == "/a"
     assert (queue.watermarks()["done"], queue.watermarks()["leased"]) == (0, 1)

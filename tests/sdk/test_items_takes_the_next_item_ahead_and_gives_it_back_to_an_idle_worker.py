@@ -1,0 +1,106 @@
+"""``items()`` leases the next item while the loop works on this one, and an idle worker gets it back unread.
+
+WorkQueue's ``look_ahead`` (worker_sdk.look_ahead): the take runs on a thread
+of its own, so the training loop does not wait on it; the finished item is
+acknowledged by the take after. An item taken ahead and not started is
+asked back for a worker that has nothing to read (server/services/give_back.py).
+Real processes and the ASGI server of tests/support.py.
+"""
+
+import subprocess
+import sys
+import time
+import uuid
+
+from server.models import Event, Item
+from tests.support import ROOT, wait_until
+from worker_sdk import WorkQueue
+from worker_sdk.leaser import GIVE_BACK_REASON
+from worker_sdk.look_ahead import STOPPED_REASON
+
+
+def counts(queue):
+    marks = queue.watermarks()
+    return marks["done"], marks["leased"], marks["pending"]
+
+
+def test_the_next_item_is_leased_while_the_loop_works_and_the_finished_one_acknowledged_with_it(sdk_env):
+    queue = WorkQueue(["/a", "/b", "/c"], shuffle=False)
+    iterator = queue.items()
+    assert next(iterator) == "/a"
+    wait_until(lambda: counts(queue) == (0, 2, 1), 10, 0.02, "/b leased ahead while the loop holds /a")
+    assert next(iterator) == "/b"
+    wait_until(lambda: counts(queue) == (1, 2, 0), 10, 0.02, "/a acknowledged by the take of /c")
+    # The loop stops: the item in hand is failed (another attempt reads it),
+    # the one taken ahead goes back unread, its attempt returned.
+    iterator.close()
+    assert counts(queue) == (1, 0, 2)
+    rows = dict(Item.objects.filter(job_id=queue.job["id"]).values_list("position", "attempts"))
+    assert rows == {0: 1, 1: 1, 2: 0}
+    released = Event.objects.filter(job_id=queue.job["id"], kind="released").values_list("message", flat=True)
+    assert list(released) == [STOPPED_REASON]
+    assert list(queue.items()) == ["/b", "/c"]
+
+
+def test_look_ahead_0_takes_each_item_when_the_loop_asks(sdk_env):
+    queue = WorkQueue(["/a", "/b", "/c"], shuffle=False, look_ahead=0)
+    iterator = queue.items()
+    assert next(iterator) == "/a"
+    time.sleep(0.3)  # what a look-ahead would have leased by now; nothing should come
+    assert counts(queue) == (0, 1, 2)
+    assert next(iterator) == "/b"
+    assert counts(queue) == (1, 1, 1)
+    iterator.close()
+    assert counts(queue) == (1, 0, 2)
+
+
+def test_a_slow_workers_item_taken_ahead_goes_to_the_idle_worker_unread(sdk_env):
+    name = f"ahead-{uuid.uuid4().hex[:8]}"
+    items = ["/items/0000", "/items/0001"]
+    slow = subprocess.Popen(
+        [
+            sys.executable,
+            "tests/sdk/sdk_worker.py",
+            "--items",
+            "2",
+            "--cost",
+            "600",
+            "--name",
+            name,
+            "--worker",
+            "slow",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert slow.stdout.readline().strip() == "start /items/0000"
+        queue = WorkQueue(items, shuffle=False, name=name, worker="fast")
+        leased = lambda: Item.objects.filter(job_id=queue.job["id"], state="leased", worker="slow").count()  # noqa: E731
+        wait_until(lambda: leased() == 2, 10, 0.02, "the slow worker's take ahead of /items/0001")
+
+        iterator = queue.items()
+        began = time.monotonic()
+        assert next(iterator) == "/items/0001"
+        handed = time.monotonic() - began
+        assert handed < 5, f"the item taken ahead came after {handed:.1f} s"
+
+        # The slow worker dies holding /items/0000: its dropped heartbeat hands it on.
+        slow.kill()
+        slow.wait(10)
+        assert list(iterator) == ["/items/0000"]
+    finally:
+        slow.kill()
+        slow.wait(10)
+    fields = ("id", "position", "attempts", "worker", "state")
+    rows = {items[row["position"]]: row for row in Item.objects.filter(job_id=queue.job["id"]).values(*fields)}
+    assert {item: (row["state"], row["worker"]) for item, row in rows.items()} == {
+        "/items/0000": ("done", "fast"),
+        "/items/0001": ("done", "fast"),
+    }
+    assert rows["/items/0001"]["attempts"] == 1  # the slow worker's lease of it gave its attempt back
+    released = Event.objects.filter(job_id=queue.job["id"], kind="released")
+    assert list(released.values_list("item_id", "worker", "message")) == [
+        (rows["/items/0001"]["id"], "slow", GIVE_BACK_REASON)
+    ]

@@ -1,0 +1,184 @@
+"""A consumer's next lease, taken on a thread while the consumer reads the one it holds.
+
+Without it, a loop over whole items (``items()``, a DataLoader without
+loader processes) waits for a take's round trip before every item: 5-6 ms
+on the training thread per item (bench/item_overhead.py), the tax a user
+sees with no straggler at all. ``LookAhead`` keeps ``depth`` leases taken
+ahead, so the loop's next item is in memory when it asks, and the finished
+one is acknowledged by the take that leases the one after.
+
+An item taken ahead must not hold the tail. Until the consumer starts it,
+a worker with nothing to read may ask for it back (server/services/give_back.py);
+the process's leaser gives it back unread unless the consumer started it
+first, and one lock decides which (``Leaser.start`` / ``Leaser.give_back``).
+The takes made here answer at once and never end the stream: when one finds
+nothing, the consumer takes for itself once it is done with what it holds,
+so the end of a queue and every wait are as without the look-ahead
+(worker_sdk.stream).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from typing import Iterator
+
+from . import errors
+from .protocol import Lease
+from .stream import QueueExhausted, Stream
+
+log = logging.getLogger("worker_sdk")
+
+# close() waits this long for a take ahead on its way; one still out after
+# it gives back what it leases itself.
+_CLOSE_SECONDS = 5.0
+STOPPED_REASON = "the consumer stopped before starting this item (taken ahead)"
+
+
+class LookAhead(Iterator[Lease]):
+    """``stream``'s leases for one consumer, ``depth`` of them taken ahead on a thread.
+
+    The stream must have ``lag=None``: each lease is acknowledged as
+    consumed once the consumer asks for the next one. The consumer's side
+    (``__next__``) touches one lock when a lease is ready: what it finished,
+    what it starts, and the lease it takes are handed over there, and the
+    thread tells the stream and the leaser with its next take. ``close()``
+    gives back what was taken ahead and not started; the lease in hand is
+    the caller's to finish or abort.
+    """
+
+    def __init__(self, stream: Stream, depth: int = 1, name: str = "shardline-look-ahead"):
+        if stream.lag is not None:
+            raise ValueError("LookAhead reads a stream with lag=None (its consumer says what it consumed)")
+        if depth < 1:
+            raise ValueError(f"depth must be at least 1, not {depth}")
+        self._stream = stream
+        self._depth = depth
+        self._cond = threading.Condition()
+        # Under _cond: taken ahead and not started, oldest first; finished by
+        # the consumer and started by it, both not yet told.
+        self._ahead: collections.deque[Lease] = collections.deque()
+        self._done: list[Lease] = []
+        self._started: list[Lease] = []
+        self._taking = False  # a take ahead is on its way
+        self._consumer_takes = False  # the consumer takes for itself (nothing came ahead)
+        self._idle = False  # the last take ahead found nothing: wait for the consumer's own
+        self._closed = False
+        self._current: Lease | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        stream = self._stream
+        while True:
+            with self._cond:
+                while not self._closed and (len(self._ahead) >= self._depth or self._idle or self._consumer_takes):
+                    self._cond.wait()
+                if self._closed:
+                    return
+                self._taking = True
+            self._tell()
+            lease = None
+            try:
+                lease = stream.next_ahead()
+            except errors.ShardlineError as exc:
+                # The consumer's own take meets the same condition and says it.
+                log.debug("work queue %s: a take ahead failed: %s", stream.name, exc)
+            except Exception:
+                log.exception("work queue %s: a take ahead failed", stream.name)
+            with self._cond:
+                self._taking = False
+                closed = self._closed
+                if lease is None:
+                    self._idle = True
+                elif not closed:
+                    self._ahead.append(lease)
+                    # Under _cond: a give-back asked of it finds it in reach.
+                    stream.leaser().hold_ahead(lease, lambda lease=lease: self._claim(lease))
+                self._cond.notify_all()
+            if lease is not None and closed:
+                stream.give_back(lease, STOPPED_REASON)
+                return
+
+    def _tell(self) -> None:
+        """Tells the stream what the consumer finished and the leaser what it started (the next take carries both)."""
+        with self._cond:
+            done, self._done = self._done, []
+            started, self._started = self._started, []
+        for lease in done:
+            self._stream.consumed(lease)
+        if started:
+            self._stream.leaser().started(started)
+
+    def _claim(self, lease: Lease) -> bool:
+        """A give-back asked of ``lease``: True (out of the consumer's reach now) unless the consumer started it."""
+        with self._cond:
+            try:
+                self._ahead.remove(lease)
+            except ValueError:
+                return False
+            self._cond.notify_all()  # room for another take ahead
+        self._stream.forget(lease)
+        return True
+
+    def __next__(self) -> Lease:
+        with self._cond:
+            if self._current is not None:
+                self._done.append(self._current)
+                self._current = None
+            while self._taking and not self._ahead:
+                self._cond.wait()  # a take ahead answers at once
+            if self._ahead:
+                lease = self._current = self._ahead.popleft()
+                self._started.append(lease)
+                self._cond.notify_all()
+                return lease
+            self._consumer_takes = True
+        # Nothing came ahead: this consumer takes for itself, as it would
+        # without a look-ahead (waiting on the server, finding the end).
+        try:
+            self._tell()
+            lease = self._stream.next()
+        except QueueExhausted:
+            raise StopIteration from None
+        finally:
+            with self._cond:
+                self._consumer_takes = False
+                self._idle = False
+                self._cond.notify_all()
+        self._current = lease
+        return lease
+
+    def close(self) -> None:
+        """Stops taking ahead and gives back what was taken and not started (the lease in hand stays open)."""
+        with self._cond:
+            self._closed = True
+            left = list(self._ahead)
+            self._ahead.clear()
+            self._cond.notify_all()
+        self._tell()
+        for lease in left:
+            self._stream.give_back(lease, STOPPED_REASON)
+        if self._thread is not threading.current_thread():
+            self._thread.join(_CLOSE_SECONDS)
+
+
+def leases(stream: Stream, depth: int) -> Iterator[Lease]:
+    """``stream.leases()`` with ``depth`` leases taken ahead (0: none, and ``stream`` then has ``lag=1``).
+
+    Closed before the queue's end (the consumer stopped), it gives back what
+    was taken ahead unread and the lease in hand for another attempt.
+    """
+    if depth == 0:
+        yield from stream.leases()
+        return
+    ahead = LookAhead(stream, depth)
+    try:
+        yield from ahead
+    except GeneratorExit:
+        ahead.close()
+        stream.abort("the consumer stopped before finishing this item")
+        raise
+    finally:
+        ahead.close()
