@@ -118,7 +118,10 @@ class LookAhead(Iterator[Lease]):
                 self._ahead.remove(lease)
             except ValueError:
                 return False
-            self._cond.notify_all()  # room for another take ahead
+            # Another worker has nothing to read: taking ahead again would
+            # lease the item back before it could. The consumer takes for
+            # itself next, as at the end of a queue.
+            self._idle = True
         self._stream.forget(lease)
         return True
 

@@ -23,8 +23,10 @@
 --              twice as slow as the others is deferred (given nothing, told
 --              to retry) when the other live workers, at their measured pace,
 --              would finish every remaining item before it finishes one. Otherwise the job's last minutes
---              wait on a slow worker's last item. The scalar subqueries run
---              only when fewer items remain than TAIL_WINDOW (leases.py).
+--              wait on a slow worker's last item. A take ahead counts the
+--              item in hand too, and waits for its worker's pace to be
+--              known. The scalar subqueries run only when fewer items
+--              remain than TAIL_WINDOW (leases.py).
 --   picked     the first pending items in (epoch, position) order, read from
 --              the partial index item_pending; SKIP LOCKED hands concurrent
 --              takers disjoint rows, so no item ever has two live leases.
@@ -103,9 +105,18 @@ WITH req AS (
     -- to its siblings could wait on them forever.
     -- Never a rank of synchronous training (%(sync)s): it needs its share of
     -- the epoch however slow it is, and no other rank reads more for it.
+    -- A take ahead (%(ahead)s) is for the item after the one in hand: its
+    -- worker finishes that one a further item's time later. Near the end
+    -- it is deferred, too, while its worker's pace is not known (no item
+    -- finished): a slow worker's first take ahead would otherwise decide
+    -- the job's end before any rule could tell it is slow.
     SELECT coalesce(NOT %(sync)s::boolean AND r.items > 0
-                    AND mine.seconds_per_item > r.items / others.items_per_second
-                    AND mine.seconds_per_item > 2 * others.workers / others.items_per_second, false) AS deferred
+                    AND CASE WHEN %(ahead)s::boolean AND r.items < %(tail_window)s AND mine.seconds_per_item IS NULL
+                             THEN true
+                             ELSE mine.seconds_per_item * CASE WHEN %(ahead)s::boolean THEN 2 ELSE 1 END
+                                      > r.items / others.items_per_second
+                                  AND mine.seconds_per_item > 2 * others.workers / others.items_per_second
+                        END, false) AS deferred
       FROM remaining AS r
       LEFT JOIN LATERAL (
             -- With the completions this request carries: the worker row

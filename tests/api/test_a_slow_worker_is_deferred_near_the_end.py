@@ -86,3 +86,29 @@ def test_a_worker_is_not_deferred_to_fast_workers_that_read_nothing_now(worker_c
     # deferred to them would wait until they no longer count as live.
     Item.objects.filter(job_id=job_near_its_end["id"], worker__startswith="fast").update(state="pending")
     assert len(take(worker_client, job_near_its_end["id"], "slow")["leases"]) == 1
+
+
+def test_a_take_ahead_counts_the_item_in_hand(worker_client, job_name):
+    # A take ahead leases the item after the one its worker reads: it would
+    # start it only once that one is done. 9 items left, the fast workers
+    # drain them in 4.5 s; the slow one, at 3 s per item, would finish its
+    # next in 3 s (it may lease it) but the one after in 6 s (not ahead).
+    job = create_job(worker_client, job_name, [f"/d/{i}" for i in range(12)], shuffle=False)
+    for name in ("fast-1", "fast-2", "slow"):
+        take(worker_client, job["id"], name)
+    pace(job["id"], "fast-1", 50, 50.0)
+    pace(job["id"], "fast-2", 50, 50.0)
+    pace(job["id"], "slow", 10, 30.0)
+    ahead = worker_client.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": "slow", "ahead": True}, format="json")
+    assert ahead.status_code == 200 and ahead.json()["leases"] == []
+    assert len(take(worker_client, job["id"], "slow")["leases"]) == 1
+    fast = worker_client.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": "fast-1", "ahead": True}, format="json")
+    assert len(fast.json()["leases"]) == 1
+
+
+def test_near_the_end_a_take_ahead_waits_until_its_workers_pace_is_known(worker_client, job_near_its_end):
+    job_id = job_near_its_end["id"]
+    take(worker_client, job_id, "new")  # its first item, not finished
+    ahead = worker_client.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "new", "ahead": True}, format="json")
+    assert ahead.status_code == 200 and ahead.json()["leases"] == []
+    assert len(take(worker_client, job_id, "new")["leases"]) == 1  # a take for the loop itself is not held back

@@ -11,9 +11,16 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
+from server.models import Worker
+
 from .helpers import create_job
 
 pytestmark = pytest.mark.django_db
+
+
+def paced(job_id, *workers):
+    """The workers have finished an item each (1 s): near a job's end, a take ahead needs its worker's pace."""
+    Worker.objects.filter(job_id=job_id, name__in=workers).update(items_done=1, busy_seconds=1.0)
 
 
 def take(client, job_id, worker, **fields):
@@ -58,6 +65,7 @@ def waiting(job_id, worker):
 def test_an_idle_workers_take_asks_for_the_item_taken_ahead_and_gets_it_once_given_back(worker_client, job_name):
     job = create_job(worker_client, job_name, ["/data/a", "/data/b"], shuffle=False)
     current = take(worker_client, job["id"], "slow")["leases"][0]
+    paced(job["id"], "slow")
     ahead = take(worker_client, job["id"], "slow", ahead=True)["leases"][0]
     assert row(ahead["id"])[:2] == ("leased", True)
     assert extend(worker_client, current, ahead)["give_back"] == []
@@ -81,6 +89,7 @@ def test_an_idle_workers_take_asks_for_the_item_taken_ahead_and_gets_it_once_giv
 def test_a_started_item_is_not_asked_back_and_an_ask_before_it_is_dropped(worker_client, job_name, service_time):
     job = create_job(worker_client, job_name, ["/data/a", "/data/b", "/data/c"], shuffle=False)
     first = take(worker_client, job["id"], "slow")["leases"][0]
+    paced(job["id"], "slow")
     second = take(worker_client, job["id"], "slow", ahead=True)["leases"][0]
     take(worker_client, job["id"], "other")  # leases /data/c
     idle = take(worker_client, job["id"], "fast")
@@ -112,6 +121,8 @@ def test_a_started_item_is_not_asked_back_and_an_ask_before_it_is_dropped(worker
 def test_a_take_ahead_that_finds_nothing_asks_nothing_and_does_not_wait(worker_client, job_name):
     job = create_job(worker_client, job_name, ["/data/a", "/data/b"], shuffle=False)
     mine = take(worker_client, job["id"], "reader")["leases"][0]
+    take(worker_client, job["id"], "other", ahead=True)  # registers it: its pace is not known yet
+    paced(job["id"], "other")
     other = take(worker_client, job["id"], "other", ahead=True)["leases"][0]
 
     answer = take(worker_client, job["id"], "reader", ahead=True)
@@ -123,6 +134,8 @@ def test_a_take_ahead_that_finds_nothing_asks_nothing_and_does_not_wait(worker_c
 
 def test_started_names_only_the_callers_own_leases_and_a_bad_list_is_a_400(worker_client, job_name):
     job = create_job(worker_client, job_name, ["/data/a", "/data/b"], shuffle=False)
+    take(worker_client, job["id"], "slow", ahead=True)  # registers it: its pace is not known yet
+    paced(job["id"], "slow")
     ahead = take(worker_client, job["id"], "slow", ahead=True)["leases"][0]
     take(worker_client, job["id"], "intruder", started=[ahead["id"]])
     assert row(ahead["id"])[1] is True  # another worker's "started" changes nothing

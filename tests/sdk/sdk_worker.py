@@ -15,6 +15,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, required=True)
     parser.add_argument("--cost", type=float, default=0.0)
+    parser.add_argument("--first-cost", type=float, default=None, help="the first item's cost (default --cost)")
     parser.add_argument("--name", default="sdk_workers")
     parser.add_argument("--worker", required=True)
     parser.add_argument("--lease-timeout", type=float, default=None)
@@ -26,9 +27,9 @@ def main():
         worker=args.worker,
         lease_timeout=args.lease_timeout,
     )
-    for item in queue.items():
+    for index, item in enumerate(queue.items()):
         print(f"start {item}", flush=True)
-        time.sleep(args.cost)
+        time.sleep(args.cost if index or args.first_cost is None else args.first_cost)
         print(f"done {item}", flush=True)
     print("finished", flush=True)
 

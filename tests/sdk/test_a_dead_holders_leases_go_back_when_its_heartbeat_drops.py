@@ -35,19 +35,21 @@ def extended(item_id: int, since) -> bool:
 
 
 def test_a_killed_workers_item_goes_back_at_once_not_a_lease_timeout_later(sdk_env, live_api):
-    victim = start_worker(sdk_env, "victim", 2, 600, name="vigil", lease_timeout=LEASE_TIMEOUT)
-    first = victim.stdout.readline()
-    assert first.startswith("start /items/0000"), first + victim.stderr.read()
+    # Its first item takes no time, so its pace is known and it takes the
+    # next ahead: it dies holding /items/0001 and, ahead, /items/0002.
+    victim = start_worker(sdk_env, "victim", 3, 600, name="vigil", lease_timeout=LEASE_TIMEOUT, first_cost=0)
+    for expected in ("start /items/0000", "done /items/0000", "start /items/0001"):
+        line = victim.stdout.readline()
+        assert line.startswith(expected), line + victim.stderr.read()
     job = next(
         j
         for j in live_api("viewer").get("/api/v1/jobs/?page_size=500").json()["results"]
         if j["name"] == f"vigil.{sdk_env['SHARDLINE_RUN']}"
     )
-    # It holds /items/0000 and, taken ahead while it reads that, /items/0001.
     leased = Item.objects.filter(job_id=job["id"], state="leased")
     wait_until(lambda: leased.count() == 2, 10, message="the victim's take ahead")
     # A heartbeat of its leases reached the server since (one extends a lease
-    # past its lease time; the take that says /items/0000 started moves only
+    # past its lease time; the take that says /items/0001 started moves only
     # that time). The first leaves with the first lease, and the server holds
     # it; if it left before both takes were done, the next comes a third of
     # the lease timeout later.
@@ -59,13 +61,13 @@ def test_a_killed_workers_item_goes_back_at_once_not_a_lease_timeout_later(sdk_e
     victim.send_signal(signal.SIGKILL)
     victim.wait(10)
     killed = time.monotonic()
-    survivor = start_worker(sdk_env, "survivor", 2, 0.0, name="vigil", lease_timeout=LEASE_TIMEOUT)
+    survivor = start_worker(sdk_env, "survivor", 3, 0.0, name="vigil", lease_timeout=LEASE_TIMEOUT)
     out, err = survivor.communicate(timeout=40)  # a lease timeout would be 60 s
     assert survivor.returncode == 0, err
     assert time.monotonic() - killed < LEASE_TIMEOUT / 2
-    assert sorted(finished_items(out)) == ["/items/0000", "/items/0001"]
+    assert sorted(finished_items(out)) == ["/items/0001", "/items/0002"]
     rows = {r["item"]: r for r in live_api("viewer").get(f"/api/v1/jobs/{job['id']}/items/").json()["results"]}
-    for name in ("/items/0000", "/items/0001"):  # both the item in hand and the one taken ahead
+    for name in ("/items/0001", "/items/0002"):  # both the item in hand and the one taken ahead
         assert (rows[name]["state"], rows[name]["worker"], rows[name]["attempts"]) == ("done", "survivor", 2)
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import timedelta
 
 from server.models import Event, Item
 from tests.support import ROOT, wait_until
@@ -25,30 +26,32 @@ def counts(queue):
 
 
 def test_the_next_item_is_leased_while_the_loop_works_and_the_finished_one_acknowledged_with_it(sdk_env):
-    queue = WorkQueue(["/a", "/b", "/c"], shuffle=False)
+    queue = WorkQueue(["/a", "/b", "/c", "/d"], shuffle=False)
     iterator = queue.items()
+    # Near a job's end (here, all of it) a worker takes ahead once its pace
+    # is known: from its second item on.
     assert next(iterator) == "/a"
-    wait_until(lambda: counts(queue) == (0, 2, 1), 10, 0.02, "/b leased ahead while the loop holds /a")
     assert next(iterator) == "/b"
-    wait_until(lambda: counts(queue) == (1, 2, 0), 10, 0.02, "/a acknowledged by the take of /c")
+    wait_until(lambda: counts(queue) == (1, 2, 1), 10, 0.02, "/c leased ahead while the loop holds /b")
+    assert next(iterator) == "/c"
+    wait_until(lambda: counts(queue) == (2, 2, 0), 10, 0.02, "/b acknowledged by the take of /d")
     # The loop stops: the item in hand is failed (another attempt reads it),
     # the one taken ahead goes back unread, its attempt returned.
     iterator.close()
-    assert counts(queue) == (1, 0, 2)
+    assert counts(queue) == (2, 0, 2)
     rows = dict(Item.objects.filter(job_id=queue.job["id"]).values_list("position", "attempts"))
-    assert rows == {0: 1, 1: 1, 2: 0}
+    assert rows == {0: 1, 1: 1, 2: 1, 3: 0}
     released = Event.objects.filter(job_id=queue.job["id"], kind="released").values_list("message", flat=True)
     assert list(released) == [STOPPED_REASON]
-    assert list(queue.items()) == ["/b", "/c"]
+    assert list(queue.items()) == ["/c", "/d"]
 
 
 def test_look_ahead_0_takes_each_item_when_the_loop_asks(sdk_env):
     queue = WorkQueue(["/a", "/b", "/c"], shuffle=False, look_ahead=0)
     iterator = queue.items()
     assert next(iterator) == "/a"
-    time.sleep(0.3)  # what a look-ahead would have leased by now; nothing should come
-    assert counts(queue) == (0, 1, 2)
     assert next(iterator) == "/b"
+    time.sleep(0.3)  # what a look-ahead would have leased by now; nothing should come
     assert counts(queue) == (1, 1, 1)
     iterator.close()
     assert counts(queue) == (1, 0, 2)
@@ -56,51 +59,48 @@ def test_look_ahead_0_takes_each_item_when_the_loop_asks(sdk_env):
 
 def test_a_slow_workers_item_taken_ahead_goes_to_the_idle_worker_unread(sdk_env):
     name = f"ahead-{uuid.uuid4().hex[:8]}"
-    items = ["/items/0000", "/items/0001"]
+    items = ["/items/0000", "/items/0001", "/items/0002"]
+    # Its first item takes no time (its pace is then known, and it takes
+    # ahead), its second 600 s.
+    args = ["--items", "3", "--cost", "600", "--first-cost", "0", "--name", name, "--worker", "slow"]
     slow = subprocess.Popen(
-        [
-            sys.executable,
-            "tests/sdk/sdk_worker.py",
-            "--items",
-            "2",
-            "--cost",
-            "600",
-            "--name",
-            name,
-            "--worker",
-            "slow",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
+        [sys.executable, "tests/sdk/sdk_worker.py", *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
     )
     try:
-        assert slow.stdout.readline().strip() == "start /items/0000"
+        for expected in ("start /items/0000", "done /items/0000", "start /items/0001"):
+            assert slow.stdout.readline().strip() == expected
         queue = WorkQueue(items, shuffle=False, name=name, worker="fast")
         leased = lambda: Item.objects.filter(job_id=queue.job["id"], state="leased", worker="slow").count()  # noqa: E731
-        wait_until(lambda: leased() == 2, 10, 0.02, "the slow worker's take ahead of /items/0001")
+        wait_until(lambda: leased() == 2, 10, 0.02, "the slow worker's take ahead of /items/0002")
 
         iterator = queue.items()
         began = time.monotonic()
-        assert next(iterator) == "/items/0001"
+        assert next(iterator) == "/items/0002"
         handed = time.monotonic() - began
         assert handed < 5, f"the item taken ahead came after {handed:.1f} s"
 
-        # The slow worker dies holding /items/0000: its dropped heartbeat hands it on.
+        # The slow worker dies holding /items/0001: its dropped heartbeat hands
+        # it on. It dies once its next heartbeat is held (it extends the lease
+        # past the give-back's time), not between two heartbeats.
+        released_at = Event.objects.get(job_id=queue.job["id"], kind="released").at
+        lease_time = timedelta(seconds=queue.job["lease_timeout"])
+        held = Item.objects.filter(job_id=queue.job["id"], position=1, expires_at__gt=released_at + lease_time)
+        wait_until(held.exists, 10, 0.02, "the slow worker's heartbeat after the give-back")
         slow.kill()
         slow.wait(10)
-        assert list(iterator) == ["/items/0000"]
+        assert list(iterator) == ["/items/0001"]
     finally:
         slow.kill()
         slow.wait(10)
     fields = ("id", "position", "attempts", "worker", "state")
     rows = {items[row["position"]]: row for row in Item.objects.filter(job_id=queue.job["id"]).values(*fields)}
     assert {item: (row["state"], row["worker"]) for item, row in rows.items()} == {
-        "/items/0000": ("done", "fast"),
+        "/items/0000": ("done", "slow"),
         "/items/0001": ("done", "fast"),
+        "/items/0002": ("done", "fast"),
     }
-    assert rows["/items/0001"]["attempts"] == 1  # the slow worker's lease of it gave its attempt back
+    assert rows["/items/0002"]["attempts"] == 1  # the slow worker's lease of it gave its attempt back
     released = Event.objects.filter(job_id=queue.job["id"], kind="released")
     assert list(released.values_list("item_id", "worker", "message")) == [
-        (rows["/items/0001"]["id"], "slow", GIVE_BACK_REASON)
+        (rows["/items/0002"]["id"], "slow", GIVE_BACK_REASON)
     ]

@@ -11,7 +11,7 @@ import pytest
 from tests.support import ROOT, ServerProcess, wait_until
 
 
-def start_worker(env, worker, items, cost, name="sdk_workers", lease_timeout=None):
+def start_worker(env, worker, items, cost, name="sdk_workers", lease_timeout=None, first_cost=None):
     args = [
         sys.executable,
         "tests/sdk/sdk_worker.py",
@@ -26,6 +26,8 @@ def start_worker(env, worker, items, cost, name="sdk_workers", lease_timeout=Non
     ]
     if lease_timeout is not None:
         args += ["--lease-timeout", str(lease_timeout)]
+    if first_cost is not None:
+        args += ["--first-cost", str(first_cost)]
     return subprocess.Popen(
         args,
         env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
