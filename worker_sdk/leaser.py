@@ -163,6 +163,7 @@ class Leaser:
         tracks: bool = False,
         wait: bool = True,
         ahead: bool = False,
+        count: int = 1,
     ) -> tuple[list[Lease], TakeAnswer]:
         """Acknowledges ``finished`` (and any earlier finished lease) and leases one item of ``scope``, in one request.
 
@@ -185,6 +186,7 @@ class Leaser:
         request = TakeRequest(
             self.worker,
             consumer=self.consumer,
+            count=count,
             complete=tuple(Completion(lease.id, lease.token) for lease in sent),
             wait=TAKE_WAIT if wait else 0.0,
             tracks=tracks,

@@ -33,7 +33,10 @@ log = logging.getLogger("worker_sdk")
 # close() waits this long for a take ahead on its way; one still out after
 # it gives back what it leases itself.
 _CLOSE_SECONDS = 5.0
+# The most leases one take ahead asks for (a deep look-ahead fills in a few).
+MAX_COUNT = 64
 STOPPED_REASON = "the consumer stopped before starting this item (taken ahead)"
+RESTORED_REASON = "taken ahead before a restore fenced it"
 
 
 class LookAhead(Iterator[Lease]):
@@ -56,11 +59,13 @@ class LookAhead(Iterator[Lease]):
         self._stream = stream
         self._depth = depth
         self._cond = threading.Condition()
-        # Under _cond: taken ahead and not started, oldest first; finished by
-        # the consumer and started by it, both not yet told.
-        self._ahead: collections.deque[Lease] = collections.deque()
+        # Under _cond: taken ahead and not started, oldest first, each with
+        # the stream's generation when its take left (a restore since fenced
+        # it); finished by the consumer and started by it, both not yet told.
+        self._ahead: collections.deque[tuple[Lease, int]] = collections.deque()
         self._done: list[Lease] = []
         self._started: list[Lease] = []
+        self._stale: list[Lease] = []  # taken before a restore, found by the consumer: given back
         self._taking = False  # a take ahead is on its way
         self._consumer_takes = False  # the consumer takes for itself (nothing came ahead)
         self._idle = False  # the last take ahead found nothing: wait for the consumer's own
@@ -78,10 +83,12 @@ class LookAhead(Iterator[Lease]):
                 if self._closed:
                     return
                 self._taking = True
+                count = min(self._depth - len(self._ahead), MAX_COUNT)
             self._tell()
-            lease = None
+            generation = stream.generation
+            leases: list[Lease] = []
             try:
-                lease = stream.next_ahead()
+                leases = stream.next_ahead(count)
             except errors.ShardlineError as exc:
                 # The consumer's own take meets the same condition and says it.
                 log.debug("work queue %s: a take ahead failed: %s", stream.name, exc)
@@ -90,15 +97,17 @@ class LookAhead(Iterator[Lease]):
             with self._cond:
                 self._taking = False
                 closed = self._closed
-                if lease is None:
+                if not leases:
                     self._idle = True
                 elif not closed:
-                    self._ahead.append(lease)
-                    # Under _cond: a give-back asked of it finds it in reach.
-                    stream.leaser().hold_ahead(lease, lambda lease=lease: self._claim(lease))
+                    for lease in leases:
+                        self._ahead.append((lease, generation))
+                        # Under _cond: a give-back asked of it finds it in reach.
+                        stream.leaser().hold_ahead(lease, lambda lease=lease: self._claim(lease))
                 self._cond.notify_all()
-            if lease is not None and closed:
-                stream.give_back(lease, STOPPED_REASON)
+            if leases and closed:
+                for lease in leases:
+                    stream.give_back(lease, STOPPED_REASON)
                 return
 
     def _tell(self) -> None:
@@ -114,10 +123,10 @@ class LookAhead(Iterator[Lease]):
     def _claim(self, lease: Lease) -> bool:
         """A give-back asked of ``lease``: True (out of the consumer's reach now) unless the consumer started it."""
         with self._cond:
-            try:
-                self._ahead.remove(lease)
-            except ValueError:
+            entry = next((entry for entry in self._ahead if entry[0] == lease), None)
+            if entry is None:
                 return False
+            self._ahead.remove(entry)
             # Another worker has nothing to read: taking ahead again would
             # lease the item back before it could. The consumer takes for
             # itself next, as at the end of a queue.
@@ -132,14 +141,20 @@ class LookAhead(Iterator[Lease]):
                 self._current = None
             while self._taking and not self._ahead:
                 self._cond.wait()  # a take ahead answers at once
-            if self._ahead:
-                lease = self._current = self._ahead.popleft()
-                self._started.append(lease)
+            while self._ahead:
+                lease, generation = self._ahead.popleft()
                 self._cond.notify_all()
-                return lease
+                if generation == self._stream.generation:
+                    self._current = lease
+                    self._started.append(lease)
+                    return lease
+                self._stale.append(lease)
             self._consumer_takes = True
+            stale, self._stale = self._stale, []
         # Nothing came ahead: this consumer takes for itself, as it would
         # without a look-ahead (waiting on the server, finding the end).
+        for lease in stale:
+            self._stream.give_back(lease, RESTORED_REASON)  # fenced: the server refuses it, and nothing is read
         try:
             self._tell()
             lease = self._stream.next()
@@ -157,8 +172,9 @@ class LookAhead(Iterator[Lease]):
         """Stops taking ahead and gives back what was taken and not started (the lease in hand stays open)."""
         with self._cond:
             self._closed = True
-            left = list(self._ahead)
+            left = [lease for lease, _generation in self._ahead] + self._stale
             self._ahead.clear()
+            self._stale = []
             self._cond.notify_all()
         self._tell()
         for lease in left:

@@ -106,6 +106,9 @@ class Stream:
         self.budget: Budget | None = None
         self.open: collections.deque[Lease] = collections.deque()
         self.ended = False
+        # Counts restores (reset()): a lease taken ahead before one is fenced,
+        # and its consumer must not read it (worker_sdk.look_ahead).
+        self.generation = 0
         # In a take, which may wait on the server for work: it holds nothing
         # new until it returns (a closing consumer need not wait for it).
         self.taking = False
@@ -175,8 +178,8 @@ class Stream:
         finally:
             mark_at_end(self, self._holds_at_end())
 
-    def next_ahead(self) -> Lease | None:
-        """One take ahead of the consumer, which reads what it holds: the lease, or None when none comes at once.
+    def next_ahead(self, count: int = 1) -> list[Lease]:
+        """One take ahead of the consumer, which reads what it holds: up to ``count`` leases, none when none come at once.
 
         It never waits and never ends the stream: nothing pending now, or the
         queue's end, is for the consumer's own ``next()`` to find once it is
@@ -184,19 +187,19 @@ class Stream:
         the server's to ask back until the consumer starts it.
         """
         if self.ended:
-            return None
+            return []
         with self._lock:
             self.taking = True
             finished, self._consumed = self._consumed, []
         try:
-            leases, _answer = self._leaser().take(finished, self.scope(), self.tracks, wait=False, ahead=True)
+            leases, _answer = self._leaser().take(
+                finished, self.scope(), self.tracks, wait=False, ahead=True, count=count
+            )
         finally:
             with self._lock:
                 self.taking = False
-        if not leases:
-            return None
-        self.open.append(leases[0])
-        return leases[0]
+        self.open.extend(leases)
+        return leases
 
     def leaser(self) -> Leaser:
         """The process's leaser of this stream's job."""
@@ -393,6 +396,7 @@ class Stream:
         with self._lock:
             self._consumed = []
         self.ended = False
+        self.generation += 1
         mark_at_end(self, False)
 
     def _holds_at_end(self) -> bool:

@@ -105,15 +105,16 @@ WITH req AS (
     -- to its siblings could wait on them forever.
     -- Never a rank of synchronous training (%(sync)s): it needs its share of
     -- the epoch however slow it is, and no other rank reads more for it.
-    -- A take ahead (%(ahead)s) is for the item after the one in hand: its
-    -- worker finishes that one a further item's time later. Near the end
+    -- A take ahead (%(ahead)s) is for the items after the one in hand: its
+    -- worker finishes the last of them %(count)s items' time after that
+    -- one (as many as it takes ahead at once: the look-ahead's depth). Near the end
     -- it is deferred, too, while its worker's pace is not known (no item
     -- finished): a slow worker's first take ahead would otherwise decide
     -- the job's end before any rule could tell it is slow.
     SELECT coalesce(NOT %(sync)s::boolean AND r.items > 0
                     AND CASE WHEN %(ahead)s::boolean AND r.items < %(tail_window)s AND mine.seconds_per_item IS NULL
                              THEN true
-                             ELSE mine.seconds_per_item * CASE WHEN %(ahead)s::boolean THEN 2 ELSE 1 END
+                             ELSE mine.seconds_per_item * CASE WHEN %(ahead)s::boolean THEN 1 + %(count)s::integer ELSE 1 END
                                       > r.items / others.items_per_second
                                   AND mine.seconds_per_item > 2 * others.workers / others.items_per_second
                         END, false) AS deferred

@@ -104,3 +104,31 @@ def test_a_slow_workers_item_taken_ahead_goes_to_the_idle_worker_unread(sdk_env)
     assert list(released.values_list("item_id", "worker", "message")) == [
         (rows["/items/0002"]["id"], "slow", GIVE_BACK_REASON)
     ]
+
+
+def test_a_deep_look_ahead_leases_several_in_one_take_and_reads_each_item_once(sdk_env):
+    works = [f"/w/{i}" for i in range(40)]
+    queue = WorkQueue(works, shuffle=False, look_ahead=8)
+    iterator = queue.items()
+    read = [next(iterator), next(iterator)]
+    wait_until(lambda: counts(queue)[1] == 9, 10, 0.02, "8 items leased ahead of the one in hand")
+    read += list(iterator)
+    assert read == works
+    assert counts(queue) == (40, 0, 0)
+    assert not Event.objects.filter(job_id=queue.job["id"], kind="released").exists()
+
+
+def test_items_taken_ahead_before_a_restore_are_given_back_not_read(sdk_env):
+    works = [f"/w/{i}" for i in range(8)]
+    queue = WorkQueue(works, shuffle=False, look_ahead=2)
+    iterator = queue.items()
+    read = [next(iterator), next(iterator)]
+    snapshot = queue.snapshot()  # /w/0 done, /w/1 in hand
+    read.append(next(iterator))
+    wait_until(lambda: counts(queue)[1] == 3, 10, 0.02, "/w/3 and /w/4 leased ahead of /w/2")
+    queue.restore(snapshot["id"])  # every lease fenced: those taken ahead too
+    again = list(iterator)
+    assert read == ["/w/0", "/w/1", "/w/2"]
+    # What followed the snapshot, each once: nothing from before the restore.
+    assert again == works[1:]
+    assert counts(queue) == (8, 0, 0)
