@@ -139,8 +139,11 @@ class LookAhead(Iterator[Lease]):
             if self._current is not None:
                 self._done.append(self._current)
                 self._current = None
-            while self._taking and not self._ahead:
-                self._cond.wait()  # a take ahead answers at once
+            # The thread's take goes first: it answers at once, and a loop
+            # with little to do per item would otherwise always take for
+            # itself before the thread, woken, got to its turn.
+            while not self._ahead and (self._taking or not self._idle) and not self._closed:
+                self._cond.wait()
             while self._ahead:
                 lease, generation = self._ahead.popleft()
                 self._cond.notify_all()

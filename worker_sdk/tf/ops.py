@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import closing
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import look_ahead, stall
 from ..stream import QueueExhausted, Stream, exhausted_message
 from ._require import require
 
@@ -83,19 +85,14 @@ def input_dataset(queue: WorkQueue):
 
     def generate():
         # A new stream per iteration of the dataset: each element is completed
-        # when the dataset's consumer (TextLineDataset, a map...) pulls the next.
-        stream = queue.stream()
-        try:
-            while True:
-                try:
-                    yield stream.timed_next().item.encode()
-                except QueueExhausted:
-                    return
-        except GeneratorExit:
-            stream.abort("the dataset was closed before this item was read")
-            raise
-        finally:
-            stream.meter.stop()
+        # when the dataset's consumer (TextLineDataset, a map...) pulls the
+        # next, and the next is leased ahead meanwhile (WorkQueue's look_ahead).
+        # Closed early, the dataset gives back the item in hand for another
+        # attempt and what was taken ahead unread.
+        stream = queue.whole_items_stream()
+        with closing(stall.timed(look_ahead.leases(stream, queue.look_ahead), stream.meter)) as leases:
+            for lease in leases:
+                yield lease.item.encode()
 
     return _ending_at_once(
         tf.data.Dataset.from_generator(generate, output_signature=tf.TensorSpec(shape=[], dtype=tf.string))
