@@ -222,19 +222,24 @@ class Leaser:
         True, or returns False once the consumer has started it.
         """
         with self._lock:
-            if lease.id in self._held:
+            if lease.id in self._held and not lease.local:
                 self._unstarted[lease.id] = claim
 
     def started(self, leases: list[Lease]) -> None:
         """The consumer started these leases taken ahead: the next take says so, and none is given back."""
         with self._lock:
             for lease in leases:
-                self._unstarted.pop(lease.id, None)
-                self._started.add(lease.id)
+                if not lease.local:  # a work found only in a LocalWorkMgr's folder is no lease of the server's
+                    self._unstarted.pop(lease.id, None)
+                    self._started.add(lease.id)
 
     def release_unread(self, lease: Lease, reason: str) -> None:
         """Gives ``lease`` back unread, its attempt returned: its consumer will not read it (a lease taken ahead)."""
         with self._lock:
+            if lease.local:
+                # A work of a LocalWorkMgr's folder: the next consumer here reads it first, as before.
+                self._first.appendleft(lease)
+                return
             self._unstarted.pop(lease.id, None)
             self._sending.add(lease.id)
         try:
