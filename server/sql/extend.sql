@@ -21,7 +21,16 @@
 -- cumulative seconds, NULL without one: worker_sdk.stall). It is the
 -- training loop's, counted for the consumer the extended leases are read
 -- for, so a token reports only for loops whose live leases it holds.
-WITH extended AS (
+WITH locked AS (
+    -- Its leases locked in id order first, as take.sql locks the leases a
+    -- request completes and starts: the two never wait on each other in a circle.
+    SELECT id
+      FROM shardline_item
+     WHERE id = ANY (%(ids)s::bigint[]) AND state = 'leased'
+       AND holder_id IS NOT DISTINCT FROM %(holder)s::bigint  -- nobody else's rows
+     ORDER BY id
+       FOR UPDATE
+), extended AS (
     UPDATE shardline_item AS i
        SET expires_at = shardline_now() + make_interval(secs => j.lease_timeout),
            read_to = coalesce(r.position, i.read_to),
@@ -29,6 +38,7 @@ WITH extended AS (
       FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(positions)s::bigint[]) AS r(id, token, position),
            shardline_job AS j
      WHERE i.id = r.id AND i.state = 'leased' AND i.token = r.token AND j.id = i.job_id
+       AND i.id IN (SELECT id FROM locked)
        AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint
        AND shardline_name_in_scope(j.name, %(scope)s::text[])
  RETURNING i.id, i.expires_at, i.job_id, i.worker, i.unit_idx, i.range_end, i.split_at,
