@@ -83,6 +83,7 @@ class Client:
         retry_pace: float | None = None,
         retry: bool = True,
         restartable: bool = False,
+        started: list[bool] | None = None,
     ) -> dict:
         """A heartbeat; ``wait``: seconds the server may hold it until a split is asked of one of the leases.
 
@@ -91,11 +92,15 @@ class Client:
         ``retry``: False, none (the caller sends a newer heartbeat instead).
         ``restartable``: the holders' restart takes their leases back (a
         dropped heartbeat does not give them back).
+        ``started``: per lease, whether its consumer started it (taken ahead).
         """
         refs = [{"id": lease_id, "token": token} for lease_id, token in leases]
         for ref, position in zip(refs, positions or ()):
             if position is not None:
                 ref["position"] = position
+        for ref, was_started in zip(refs, started or ()):
+            if was_started:
+                ref["started"] = True
         body = {"leases": refs}
         if waiting is not None:
             body["waiting"] = waiting

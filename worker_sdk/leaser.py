@@ -259,12 +259,25 @@ class Leaser:
         """A worker with nothing to read asks for a lease taken ahead: it goes unless its consumer started it."""
         with self._lock:
             claim, lease = self._unstarted.pop(lease_id, None), self._held.get(lease_id)
-        if claim is None or lease is None or not claim():
-            # Started: the take that says so drops the request and wakes
-            # the asker to ask elsewhere.
+        if lease is None or claim is None:
             return
+        if not claim():
+            # Its consumer started it (the look-ahead has not told yet): the
+            # next heartbeat says so, which drops the request and wakes the
+            # asker to ask elsewhere.
+            with self._lock:
+                if lease_id in self._held:
+                    self._started.add(lease_id)
+            return
+        # On a thread of its own: a release that retries must not hold up
+        # the heartbeats of the leases this process keeps.
+        threading.Thread(
+            target=self._give_back_asked, args=(lease,), name=f"shardline-give-back-{self.name}", daemon=True
+        ).start()
+
+    def _give_back_asked(self, lease: Lease) -> None:
         self.release_unread(lease, GIVE_BACK_REASON)
-        log.info("work queue %s: lease %s, taken ahead, given back to an idle worker", self.name, lease_id)
+        log.info("work queue %s: lease %s, taken ahead, given back to an idle worker", self.name, lease.id)
 
     def complete(self, leases: list[Lease]) -> None:
         """Acknowledges finished leases now (each with its own request)."""
@@ -367,6 +380,7 @@ class Leaser:
             self._finished.pop(lease.id, None)
             self._held.pop(lease.id, None)
             self._unstarted.pop(lease.id, None)
+            self._started.discard(lease.id)
 
     def forget_all(self) -> None:
         """The server fenced every lease (a restore): hold nothing, report nothing lost."""
@@ -385,6 +399,7 @@ class Leaser:
             self._held.pop(lease_id, None)
             self._finished.pop(lease_id, None)
             self._unstarted.pop(lease_id, None)
+            self._started.discard(lease_id)
             tracker = self._trackers.pop(lease_id, None)
             if tracker is not None:
                 tracker.stop()  # its records are another worker's now
@@ -459,6 +474,7 @@ class Leaser:
             with self._lock:
                 held = [lease for lease in self._held.values() if lease.id not in self._sending]
                 trackers = {lease.id: self._trackers.get(lease.id) for lease in held}
+                started = [lease.id in self._started for lease in held]
             if not held:
                 continue
             positions = [None if trackers[lease.id] is None else trackers[lease.id].position for lease in held]
@@ -487,8 +503,11 @@ class Leaser:
                     stall=report,
                     retry=False,
                     restartable=self.restartable,
+                    started=started,
                 )
                 self._stall.sent(report)
+                with self._lock:  # the server knows: no take need say it again
+                    self._started.difference_update(lease.id for lease, was in zip(held, started) if was)
                 if failing:
                     failing = False
                     log.info("work queue %s: heartbeats reach the server again", self.name)

@@ -10,7 +10,8 @@ one is acknowledged by the take that leases the one after.
 An item taken ahead must not hold the tail. Until the consumer starts it,
 a worker with nothing to read may ask for it back (server/services/give_back.py);
 the process's leaser gives it back unread unless the consumer started it
-first, and one lock decides which (``Leaser.start`` / ``Leaser.give_back``).
+first, and one lock decides which (``LookAhead._claim`` against
+``__next__``, both under the look-ahead's condition).
 The takes made here answer at once and never end the stream: when one finds
 nothing, the consumer takes for itself once it is done with what it holds,
 so the end of a queue and every wait are as without the look-ahead
@@ -64,7 +65,7 @@ class LookAhead(Iterator[Lease]):
         # it); finished by the consumer and started by it, both not yet told.
         self._ahead: collections.deque[tuple[Lease, int]] = collections.deque()
         self._done: list[Lease] = []
-        self._started: list[Lease] = []
+        self._started: list[tuple[Lease, int]] = []
         self._stale: list[Lease] = []  # taken before a restore, found by the consumer: given back
         self._taking = False  # a take ahead is on its way
         self._consumer_takes = False  # the consumer takes for itself (nothing came ahead)
@@ -84,27 +85,30 @@ class LookAhead(Iterator[Lease]):
                     return
                 self._taking = True
                 count = min(self._depth - len(self._ahead), MAX_COUNT)
-            self._tell()
             generation = stream.generation
             leases: list[Lease] = []
             try:
+                self._tell()
+                leaser = stream.leaser()
                 leases = stream.next_ahead(count)
             except errors.ShardlineError as exc:
                 # The consumer's own take meets the same condition and says it.
                 log.debug("work queue %s: a take ahead failed: %s", stream.name, exc)
             except Exception:
                 log.exception("work queue %s: a take ahead failed", stream.name)
-            with self._cond:
-                self._taking = False
-                closed = self._closed
-                if not leases:
-                    self._idle = True
-                elif not closed:
-                    for lease in leases:
-                        self._ahead.append((lease, generation))
-                        # Under _cond: a give-back asked of it finds it in reach.
-                        stream.leaser().hold_ahead(lease, lambda lease=lease: self._claim(lease))
-                self._cond.notify_all()
+            finally:
+                # Whatever happened, the consumer is not left waiting on this take.
+                with self._cond:
+                    self._taking = False
+                    closed = self._closed
+                    if not leases:
+                        self._idle = True
+                    elif not closed:
+                        for lease in leases:
+                            self._ahead.append((lease, generation))
+                            # Under _cond: a give-back asked of it finds it in reach.
+                            leaser.hold_ahead(lease, lambda lease=lease: self._claim(lease))
+                    self._cond.notify_all()
             if leases and closed:
                 for lease in leases:
                     stream.give_back(lease, STOPPED_REASON)
@@ -117,6 +121,8 @@ class LookAhead(Iterator[Lease]):
             started, self._started = self._started, []
         for lease in done:
             self._stream.consumed(lease)
+        generation = self._stream.generation
+        started = [lease for lease, taken in started if taken == generation]  # a restore fenced the others
         if started:
             self._stream.leaser().started(started)
 
@@ -127,11 +133,12 @@ class LookAhead(Iterator[Lease]):
             if entry is None:
                 return False
             self._ahead.remove(entry)
+            # Under _cond: a closing consumer's abort must not find it open.
+            self._stream.forget(lease)
             # Another worker has nothing to read: taking ahead again would
             # lease the item back before it could. The consumer takes for
             # itself next, as at the end of a queue.
             self._idle = True
-        self._stream.forget(lease)
         return True
 
     def __next__(self) -> Lease:
@@ -149,7 +156,7 @@ class LookAhead(Iterator[Lease]):
                 self._cond.notify_all()
                 if generation == self._stream.generation:
                     self._current = lease
-                    self._started.append(lease)
+                    self._started.append((lease, generation))
                     return lease
                 self._stale.append(lease)
             self._consumer_takes = True

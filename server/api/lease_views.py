@@ -168,6 +168,7 @@ class ExtendManyView(APIView):
             [ref["position"] for ref in refs],
             caller,
             heartbeats.Stall(**data["stall"]) if data["stall"] else None,
+            started=[ref["started"] for ref in refs],
         )
         response = Response(
             {

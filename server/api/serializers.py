@@ -317,6 +317,11 @@ class LeaseRefSerializer(StrictSerializer):
         default=None,
         help_text="For a record range: the next record the holder will read (every earlier one is claimed).",
     )
+    started = serializers.BooleanField(
+        default=False,
+        help_text="A lease taken ahead (take with ahead) that its consumer has started: no longer to be asked "
+        "back, as a take's started says; a give-back asked of it meanwhile is refused.",
+    )
 
 
 class SplitSerializer(TokenSerializer):

@@ -86,6 +86,7 @@ def extend(
     positions: list[int | None] | None = None,
     caller: Caller = SERVER,
     stall: Stall | None = None,
+    started: list[bool] | None = None,
 ) -> Heartbeat:
     """Heartbeat for (lease id, token) pairs of ``caller``'s leases, with the reading position in each where it has one.
 
@@ -100,6 +101,7 @@ def extend(
                 "ids": [p[0] for p in pairs],
                 "tokens": [p[1] for p in pairs],
                 "positions": positions or [None] * len(pairs),
+                "started": started or [False] * len(pairs),
                 "waiting": waiting,
                 "stall_clock": stall and stall.clock,
                 "stall_waited": stall and stall.waited,

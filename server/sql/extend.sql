@@ -22,11 +22,12 @@
 -- training loop's, counted for the consumer the extended leases are read
 -- for, so a token reports only for loops whose live leases it holds.
 WITH locked AS (
-    -- Its leases locked in id order first, as take.sql locks the leases a
-    -- request completes and starts: the two never wait on each other in a circle.
+    -- Its leases locked in id order first (two or more), as take.sql locks
+    -- the leases a request completes and starts: the two never wait on each
+    -- other in a circle.
     SELECT id
       FROM shardline_item
-     WHERE id = ANY (%(ids)s::bigint[]) AND state = 'leased'
+     WHERE cardinality(%(ids)s::bigint[]) > 1 AND id = ANY (%(ids)s::bigint[]) AND state = 'leased'
        AND holder_id IS NOT DISTINCT FROM %(holder)s::bigint  -- nobody else's rows
      ORDER BY id
        FOR UPDATE
@@ -34,15 +35,26 @@ WITH locked AS (
     UPDATE shardline_item AS i
        SET expires_at = shardline_now() + make_interval(secs => j.lease_timeout),
            read_to = coalesce(r.position, i.read_to),
-           read_at = CASE WHEN r.position IS NULL THEN i.read_at ELSE shardline_now() END
-      FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(positions)s::bigint[]) AS r(id, token, position),
+           read_at = CASE WHEN r.position IS NULL THEN i.read_at ELSE shardline_now() END,
+           -- Started by its consumer (a lease taken ahead), as take.sql's started.
+           ahead = i.ahead AND NOT r.started,
+           leased_at = CASE WHEN i.ahead AND r.started THEN shardline_now() ELSE i.leased_at END,
+           split_for = CASE WHEN i.ahead AND r.started THEN NULL ELSE i.split_for END,
+           split_asked_at = CASE WHEN i.ahead AND r.started THEN NULL ELSE i.split_asked_at END
+      FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(positions)s::bigint[], %(started)s::boolean[])
+               AS r(id, token, position, started),
            shardline_job AS j
      WHERE i.id = r.id AND i.state = 'leased' AND i.token = r.token AND j.id = i.job_id
-       AND i.id IN (SELECT id FROM locked)
+       AND (cardinality(%(ids)s::bigint[]) <= 1 OR i.id IN (SELECT id FROM locked))
        AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint
        AND shardline_name_in_scope(j.name, %(scope)s::text[])
  RETURNING i.id, i.expires_at, i.job_id, i.worker, i.unit_idx, i.range_end, i.split_at,
            i.ahead AND i.split_asked_at IS NOT NULL AS give_back
+), refused AS (
+    -- A give-back asked of a lease its consumer had started: the asker asks elsewhere.
+    SELECT pg_notify('shardline_job', i.job_id || ':refused:' || i.split_for)
+      FROM shardline_item AS i, unnest(%(ids)s::bigint[], %(started)s::boolean[]) AS r(id, started)
+     WHERE i.id = r.id AND r.started AND i.ahead AND i.split_for IS NOT NULL AND i.id IN (SELECT id FROM extended)
 ), seen AS (
     UPDATE shardline_worker AS w
        SET last_seen = shardline_now(),
@@ -89,6 +101,7 @@ WITH locked AS (
        AND i.id NOT IN (SELECT id FROM extended)
 )
 SELECT e.id, e.job_id, e.worker, e.expires_at, e.split_at, e.give_back, true AS requested,
+       (SELECT count(*) FROM refused) AS refused,
        (e.range_end IS NOT NULL OR u."end" IS NOT NULL) AS ranged,
        (j.split_tail AND j.epochs_materialised = j.num_epochs
         AND NOT EXISTS (SELECT FROM shardline_item AS p WHERE p.job_id = e.job_id AND p.state = 'pending')) AS tail
@@ -99,5 +112,5 @@ SELECT e.id, e.job_id, e.worker, e.expires_at, e.split_at, e.give_back, true AS 
                       WHERE job_id = e.job_id AND idx = e.unit_idx
                       LIMIT 1) AS u ON true
  UNION ALL
-SELECT id, job_id, worker, expires_at, split_at, give_back, false, split_at IS NOT NULL, true
+SELECT id, job_id, worker, expires_at, split_at, give_back, false, 0, split_at IS NOT NULL, true
   FROM asked;

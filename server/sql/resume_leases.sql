@@ -17,7 +17,8 @@ WITH resumed AS (
            split_at = NULL,
            split_for = NULL,
            split_asked_at = NULL,
-           split_pieces = NULL
+           split_pieces = NULL,
+           ahead = false  -- handed to the restart first: not one to ask back
       FROM shardline_job AS j
      WHERE i.job_id = %(job)s AND i.state = 'leased' AND i.worker = %(worker)s AND j.id = i.job_id
        AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint AND shardline_job_in_scope(i.job_id, %(scope)s::text[])

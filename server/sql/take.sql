@@ -74,13 +74,14 @@ WITH req AS (
     SELECT *
       FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(records)s::bigint[]) AS r(id, token, records)
 ), locked AS (
-    -- With leases it started, a request changes two of its holder's rows
-    -- or more, which a heartbeat (extend.sql) changes too: both lock them
-    -- in id order first, so that neither waits on the other in a circle
-    -- (a deadlock, which Postgres breaks after a second with an error).
+    -- A request that completes or starts two of its holder's rows or more,
+    -- which a heartbeat (extend.sql) changes too: both lock them in id
+    -- order first, so that neither waits on the other in a circle (a
+    -- deadlock, which Postgres breaks after a second with an error).
     SELECT id
       FROM shardline_item
-     WHERE cardinality(%(started)s::bigint[]) > 0 AND id = ANY (%(ids)s::bigint[] || %(started)s::bigint[])
+     WHERE cardinality(%(ids)s::bigint[] || %(started)s::bigint[]) > 1
+       AND id = ANY (%(ids)s::bigint[] || %(started)s::bigint[])
        AND job_id = %(job)s AND state = 'leased'
        AND holder_id IS NOT DISTINCT FROM %(holder)s::bigint  -- nobody else's rows
      ORDER BY id
@@ -96,7 +97,7 @@ WITH req AS (
       FROM req AS r
      WHERE i.id = r.id AND i.job_id = %(job)s AND i.state = 'leased' AND i.token = r.token
        AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint
-       AND (cardinality(%(started)s::bigint[]) = 0 OR i.id IN (SELECT id FROM locked))
+       AND (cardinality(%(ids)s::bigint[] || %(started)s::bigint[]) <= 1 OR i.id IN (SELECT id FROM locked))
        -- Once per statement, not per row the plan passes on its way.
        AND (SELECT shardline_job_in_scope(%(job)s, %(scope)s::text[]))
  RETURNING i.id, i.duration
@@ -225,7 +226,9 @@ WITH req AS (
              WHERE id = ANY (%(started)s::bigint[]) AND job_id = %(job)s AND state = 'leased' AND ahead
                AND worker = %(worker)s AND holder_id IS NOT DISTINCT FROM %(holder)s::bigint
                AND id NOT IN (SELECT id FROM req)
-               AND id IN (SELECT id FROM locked)
+               -- Live: an expired one is reclaimed by this statement, which changes a row once.
+               AND expires_at > shardline_now()
+               AND (cardinality(%(ids)s::bigint[] || %(started)s::bigint[]) <= 1 OR id IN (SELECT id FROM locked))
                AND EXISTS (SELECT FROM job)) AS s
      WHERE i.id = s.id
  RETURNING s.asker

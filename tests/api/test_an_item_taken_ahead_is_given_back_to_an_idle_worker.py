@@ -150,3 +150,22 @@ def test_started_names_only_the_callers_own_leases_and_a_bad_list_is_a_400(worke
     )
     assert response.status_code == 400 and "ahead" in response.json()["fields"]
     assert row(ahead["id"])[:2] == ("leased", True)
+
+
+def test_a_heartbeat_that_says_the_item_started_refuses_the_give_back(worker_client, job_name):
+    job = create_job(worker_client, job_name, ["/data/a", "/data/b"], shuffle=False)
+    current = take(worker_client, job["id"], "slow")["leases"][0]
+    paced(job["id"], "slow")
+    ahead = take(worker_client, job["id"], "slow", ahead=True)["leases"][0]
+    assert take(worker_client, job["id"], "fast")["leases"] == [] and row(ahead["id"])[2] == "fast"
+
+    # The holder's loop had started it: its heartbeat says so (a wrong token says nothing).
+    body = {"leases": [{"id": ahead["id"], "token": ahead["token"] + 1, "started": True}]}
+    assert worker_client.post("/api/v1/leases/extend/", body, format="json").json()["lost"] == [ahead["id"]]
+    assert row(ahead["id"])[1:3] == (True, "fast")
+    body = {"leases": [current, {"id": ahead["id"], "token": ahead["token"], "started": True}]}
+    body["leases"][0] = {"id": current["id"], "token": current["token"]}
+    beat = worker_client.post("/api/v1/leases/extend/", body, format="json").json()
+    assert beat["give_back"] == [] and sorted(beat["extended"]) == sorted([str(current["id"]), str(ahead["id"])])
+    assert row(ahead["id"])[1:3] == (False, None)
+    assert take(worker_client, job["id"], "fast")["leases"] == [] and row(ahead["id"])[2] is None
