@@ -19,6 +19,7 @@ def main():
     parser.add_argument("--name", default="sdk_workers")
     parser.add_argument("--worker", required=True)
     parser.add_argument("--lease-timeout", type=float, default=None)
+    parser.add_argument("--look-ahead", type=int, default=0)
     args = parser.parse_args()
     queue = WorkQueue(
         [f"/items/{i:04d}" for i in range(args.items)],
@@ -26,6 +27,7 @@ def main():
         name=args.name,
         worker=args.worker,
         lease_timeout=args.lease_timeout,
+        look_ahead=args.look_ahead,
     )
     for index, item in enumerate(queue.items()):
         print(f"start {item}", flush=True)

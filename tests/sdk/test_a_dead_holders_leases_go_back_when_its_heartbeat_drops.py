@@ -37,7 +37,9 @@ def extended(item_id: int, since) -> bool:
 def test_a_killed_workers_item_goes_back_at_once_not_a_lease_timeout_later(sdk_env, live_api):
     # Its first item takes no time, so its pace is known and it takes the
     # next ahead: it dies holding /items/0001 and, ahead, /items/0002.
-    victim = start_worker(sdk_env, "victim", 3, 600, name="vigil", lease_timeout=LEASE_TIMEOUT, first_cost=0)
+    victim = start_worker(
+        sdk_env, "victim", 3, 600, name="vigil", lease_timeout=LEASE_TIMEOUT, first_cost=0, look_ahead=1
+    )
     for expected in ("start /items/0000", "done /items/0000", "start /items/0001"):
         line = victim.stdout.readline()
         assert line.startswith(expected), line + victim.stderr.read()

@@ -26,7 +26,7 @@ def counts(queue):
 
 
 def test_the_next_item_is_leased_while_the_loop_works_and_the_finished_one_acknowledged_with_it(sdk_env):
-    queue = WorkQueue(["/a", "/b", "/c", "/d"], shuffle=False)
+    queue = WorkQueue(["/a", "/b", "/c", "/d"], shuffle=False, look_ahead=1)
     iterator = queue.items()
     # Near a job's end (here, all of it) a worker takes ahead once its pace
     # is known: from its second item on.
@@ -62,7 +62,8 @@ def test_a_slow_workers_item_taken_ahead_goes_to_the_idle_worker_unread(sdk_env)
     items = ["/items/0000", "/items/0001", "/items/0002"]
     # Its first item takes no time (its pace is then known, and it takes
     # ahead), its second 600 s.
-    args = ["--items", "3", "--cost", "600", "--first-cost", "0", "--name", name, "--worker", "slow"]
+    args = ["--items", "3", "--cost", "600", "--first-cost", "0", "--look-ahead", "1", "--name", name]
+    args += ["--worker", "slow"]
     slow = subprocess.Popen(
         [sys.executable, "tests/sdk/sdk_worker.py", *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
     )

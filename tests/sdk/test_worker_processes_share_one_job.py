@@ -11,7 +11,7 @@ import pytest
 from tests.support import ROOT, ServerProcess, wait_until
 
 
-def start_worker(env, worker, items, cost, name="sdk_workers", lease_timeout=None, first_cost=None):
+def start_worker(env, worker, items, cost, name="sdk_workers", lease_timeout=None, first_cost=None, look_ahead=0):
     args = [
         sys.executable,
         "tests/sdk/sdk_worker.py",
@@ -28,6 +28,8 @@ def start_worker(env, worker, items, cost, name="sdk_workers", lease_timeout=Non
         args += ["--lease-timeout", str(lease_timeout)]
     if first_cost is not None:
         args += ["--first-cost", str(first_cost)]
+    if look_ahead:
+        args += ["--look-ahead", str(look_ahead)]
     return subprocess.Popen(
         args,
         env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
