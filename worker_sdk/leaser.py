@@ -215,15 +215,20 @@ class Leaser:
             self._lost(lease_id, "its completion was refused")
         return leases, answer
 
-    def hold_ahead(self, lease: Lease, claim: Callable[[], bool]) -> None:
-        """``lease`` was taken ahead: a give-back asked of it calls ``claim``, which says whether it may go.
+    def hold_ahead(self, lease: Lease, claim: Callable[[], bool]) -> bool:
+        """``lease`` was taken ahead: a give-back asked of it, or its loss, calls ``claim``; False when it is lost already.
 
         ``claim`` takes the lease out of its consumer's reach and returns
-        True, or returns False once the consumer has started it.
+        True, or returns False once the consumer has started it. A lease a
+        heartbeat found lost before this call must not be read at all.
         """
         with self._lock:
-            if lease.id in self._held and not lease.local:
-                self._unstarted[lease.id] = claim
+            if lease.local:
+                return True
+            if lease.id not in self._held:
+                return False
+            self._unstarted[lease.id] = claim
+            return True
 
     def started(self, leases: list[Lease]) -> None:
         """The consumer started these leases taken ahead: the next take says so, and none is given back."""
@@ -233,17 +238,22 @@ class Leaser:
                     self._unstarted.pop(lease.id, None)
                     self._started.add(lease.id)
 
-    def release_unread(self, lease: Lease, reason: str) -> None:
-        """Gives ``lease`` back unread, its attempt returned: its consumer will not read it (a lease taken ahead)."""
+    def release_unread(self, lease: Lease, reason: str) -> bool:
+        """Gives ``lease`` back unread, its attempt returned: its consumer will not read it (a lease taken ahead).
+
+        False when the server did not take it back (it was lost meanwhile, or unreachable).
+        """
         with self._lock:
             if lease.local:
                 # A work of a LocalWorkMgr's folder: the next consumer here reads it first, as before.
                 self._first.appendleft(lease)
-                return
+                return True
             self._unstarted.pop(lease.id, None)
             self._sending.add(lease.id)
+        released = False
         try:
             self.client.release(lease.id, lease.token, reason)
+            released = True
         except errors.LeaseLostError:
             pass  # expired and taken back meanwhile: not news
         except errors.ShardlineError as exc:
@@ -254,6 +264,7 @@ class Leaser:
         with self._lock:
             self._held.pop(lease.id, None)
             self._reported_lost.add(lease.id)
+        return released
 
     def _asked_back(self, lease_id: int) -> None:
         """A worker with nothing to read asks for a lease taken ahead: it goes unless its consumer started it."""
@@ -276,8 +287,8 @@ class Leaser:
         ).start()
 
     def _give_back_asked(self, lease: Lease) -> None:
-        self.release_unread(lease, GIVE_BACK_REASON)
-        log.info("work queue %s: lease %s, taken ahead, given back to an idle worker", self.name, lease.id)
+        if self.release_unread(lease, GIVE_BACK_REASON):
+            log.info("work queue %s: lease %s, taken ahead, given back to an idle worker", self.name, lease.id)
 
     def complete(self, leases: list[Lease]) -> None:
         """Acknowledges finished leases now (each with its own request)."""
@@ -398,14 +409,20 @@ class Leaser:
         with self._lock:
             self._held.pop(lease_id, None)
             self._finished.pop(lease_id, None)
-            self._unstarted.pop(lease_id, None)
+            claim = self._unstarted.pop(lease_id, None)
             self._started.discard(lease_id)
             tracker = self._trackers.pop(lease_id, None)
             if tracker is not None:
                 tracker.stop()  # its records are another worker's now
-            if lease_id in self._reported_lost:
-                return
+            reported = lease_id in self._reported_lost
             self._reported_lost.add(lease_id)
+        # Taken ahead and not started: its consumer never starts it (another
+        # worker reads it now). Outside the lock: a claim takes the
+        # look-ahead's, which holds this one while it hands a lease over.
+        if claim is not None:
+            claim()
+        if reported:
+            return
         log.warning(
             "work queue %s: lease %s was lost (%s): it expired and went to another worker, "
             "or the job was restored; it is not counted twice",

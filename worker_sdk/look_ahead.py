@@ -11,7 +11,10 @@ An item taken ahead must not hold the tail. Until the consumer starts it,
 a worker with nothing to read may ask for it back (server/services/give_back.py);
 the process's leaser gives it back unread unless the consumer started it
 first, and one lock decides which (``LookAhead._claim`` against
-``__next__``, both under the look-ahead's condition).
+``__next__``, both under the look-ahead's condition). A lease the server
+says is lost before the consumer starts it (it expired while the process
+was stopped, and another worker reads it) is taken out of reach the same
+way, and never started here.
 The takes made here answer at once and never end the stream: when one finds
 nothing, the consumer takes for itself once it is done with what it holds,
 so the end of a queue and every wait are as without the look-ahead
@@ -98,17 +101,22 @@ class LookAhead(Iterator[Lease]):
                 log.exception("work queue %s: a take ahead failed", stream.name)
             finally:
                 # Whatever happened, the consumer is not left waiting on this take.
+                lost: list[Lease] = []
                 with self._cond:
                     self._taking = False
                     closed = self._closed
-                    if not leases:
-                        self._idle = True
-                    elif not closed:
-                        for lease in leases:
+                    for lease in [] if closed else leases:
+                        # Under _cond: a give-back asked of it, or the news
+                        # that it is lost, finds it in reach from now on.
+                        if leaser.hold_ahead(lease, lambda lease=lease: self._claim(lease)):
                             self._ahead.append((lease, generation))
-                            # Under _cond: a give-back asked of it finds it in reach.
-                            leaser.hold_ahead(lease, lambda lease=lease: self._claim(lease))
+                        else:
+                            lost.append(lease)  # a heartbeat said so before it got here
+                    if not self._ahead:
+                        self._idle = True
                     self._cond.notify_all()
+            for lease in lost:
+                stream.forget(lease)
             if leases and closed:
                 for lease in leases:
                     stream.give_back(lease, STOPPED_REASON)

@@ -21,6 +21,7 @@ def main():
     parser.add_argument("--worker", required=True)
     parser.add_argument("--lease-timeout", type=float, default=None)
     parser.add_argument("--max-attempts", type=int, default=100)
+    parser.add_argument("--look-ahead", type=int, default=0)
     args = parser.parse_args()
     queue = WorkQueue(
         [f"/items/{i:04d}" for i in range(args.items)],
@@ -30,6 +31,7 @@ def main():
         worker=args.worker,
         lease_timeout=args.lease_timeout,
         max_attempts=args.max_attempts,
+        look_ahead=args.look_ahead,
     )
     for item in queue.items():
         print(f"{time.time():.3f} start {item}", flush=True)

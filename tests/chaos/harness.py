@@ -15,7 +15,17 @@ from tests.support import ROOT
 class Worker:
     """A chaos_worker.py process; ``starts`` and ``dones`` are (time, item) as it printed them."""
 
-    def __init__(self, env: dict, name: str, queue: str, items: int, epochs: int, cost: float, lease_timeout: float):
+    def __init__(
+        self,
+        env: dict,
+        name: str,
+        queue: str,
+        items: int,
+        epochs: int,
+        cost: float,
+        lease_timeout: float,
+        look_ahead: int = 0,
+    ):
         self.name = name
         self.starts: list[tuple[float, str]] = []
         self.dones: list[tuple[float, str]] = []
@@ -37,6 +47,8 @@ class Worker:
                 name,
                 "--lease-timeout",
                 str(lease_timeout),
+                "--look-ahead",
+                str(look_ahead),
             ],
             env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
             cwd=ROOT,

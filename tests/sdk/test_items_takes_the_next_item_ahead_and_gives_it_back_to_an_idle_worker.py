@@ -7,6 +7,8 @@ asked back for a worker that has nothing to read (server/services/give_back.py).
 Real processes and the ASGI server of tests/support.py.
 """
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -65,7 +67,11 @@ def test_a_slow_workers_item_taken_ahead_goes_to_the_idle_worker_unread(sdk_env)
     args = ["--items", "3", "--cost", "600", "--first-cost", "0", "--look-ahead", "1", "--name", name]
     args += ["--worker", "slow"]
     slow = subprocess.Popen(
-        [sys.executable, "tests/sdk/sdk_worker.py", *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        [sys.executable, "tests/sdk/sdk_worker.py", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        text=True,
     )
     try:
         for expected in ("start /items/0000", "done /items/0000", "start /items/0001"):
@@ -133,3 +139,44 @@ def test_items_taken_ahead_before_a_restore_are_given_back_not_read(sdk_env):
     # What followed the snapshot, each once: nothing from before the restore.
     assert again == works[1:]
     assert counts(queue) == (8, 0, 0)
+
+
+def test_a_worker_paused_past_its_leases_never_starts_the_item_it_took_ahead(sdk_env):
+    # A process stopped longer than its lease timeout (a long GC pause, a
+    # preempted VM): its leases expire and another worker reads their items.
+    # The item in hand is read twice (fenced: only the new holder's
+    # completion counts), as without a look-ahead; the one taken ahead is
+    # not: the heartbeat that says it is lost takes it out of the loop's reach.
+    name = f"paused-{uuid.uuid4().hex[:8]}"
+    items = ["/items/0000", "/items/0001", "/items/0002"]
+    args = ["--items", "3", "--cost", "4", "--first-cost", "0", "--look-ahead", "1", "--lease-timeout", "1"]
+    paused = subprocess.Popen(
+        [sys.executable, "tests/sdk/sdk_worker.py", *args, "--name", name, "--worker", "paused"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        text=True,
+    )
+    try:
+        for expected in ("start /items/0000", "done /items/0000", "start /items/0001"):
+            assert paused.stdout.readline().strip() == expected
+        queue = WorkQueue(items, shuffle=False, name=name, worker="other")
+        leased = Item.objects.filter(job_id=queue.job["id"], state="leased", worker="paused")
+        wait_until(lambda: leased.count() == 2, 10, 0.02, "/items/0002 taken ahead of /items/0001")
+        paused.send_signal(signal.SIGSTOP)
+
+        iterator = queue.items()
+        # Both items it held, each once its lease expired (the takes wait on the server).
+        taken = [next(iterator), next(iterator)]
+        paused.send_signal(signal.SIGCONT)
+        taken += list(iterator)
+        output, errors = paused.communicate(timeout=30)
+    finally:
+        paused.kill()
+        paused.wait(10)
+    assert sorted(taken) == ["/items/0001", "/items/0002"]  # in the order their leases expired
+    # It finished the item in hand (its completion refused), never began the other.
+    assert output.splitlines() == ["done /items/0001", "finished"], errors
+    rows = Item.objects.filter(job_id=queue.job["id"]).order_by("position").values_list("state", "worker", "attempts")
+    assert list(rows) == [("done", "paused", 1), ("done", "other", 2), ("done", "other", 2)]
