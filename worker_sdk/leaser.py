@@ -7,30 +7,24 @@ leases, so no lease can be forgotten between the two: a finished lease stays
 held (and heartbeated) until the server has acknowledged it, however many
 requests that takes.
 
-The process also tells the server whether one of its consumers is at the
-end of a queue (``mark_at_end``): while one is, what the process holds may be
-stuck behind that consumer's wait (a DataLoader taking from its loaders in
-turn, two queues read in lockstep), so other workers should not wait for it.
-Takes that find nothing mark their own job; heartbeats carry the mark to
-every job the process holds leases of.
+Its heartbeats also carry the process's end-of-queue mark (worker_sdk.at_end)
+to every job the process holds leases of.
 
 A lease handed to another process with its records (synchronous training:
-worker_sdk.sync) is completed or given back by that process through
-``HandedLeases``; its taker's leaser keeps holding and heartbeating it until
-the server answers that it is done.
+worker_sdk.sync) is completed or given back by that process
+(``sync.HandedLeases``); its taker's leaser keeps holding and heartbeating it
+until the server answers that it is done.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-import os
 import random
 import threading
-import weakref
 from typing import Callable
 
-from . import errors, stall
+from . import at_end, errors, stall
 from .client import Client
 from .protocol import MAX_TAKE_WAIT, Completion, Lease, TakeAnswer, TakeRequest, TakeScope
 from .tracker import RangeTracker
@@ -120,7 +114,7 @@ class Leaser:
         self._stall = stall.Report(job_id, self.consumer)
         self._thread = threading.Thread(target=self._heartbeat, name=f"shardline-heartbeat-{name}", daemon=True)
         self._thread.start()
-        _leasers.add(self)
+        at_end.watch(self)  # its heartbeats carry the process's end-of-queue mark
 
     # -- what the process holds --------------------------------------------------
 
@@ -461,7 +455,7 @@ class Leaser:
                     # What else it answers (lost leases, splits) the held
                     # heartbeat and the next bring too.
                     retry_pace = min(self.interval, HEARTBEAT_RETRY_PACE)
-                    self.client.extend(held, waiting=process_waits(), retry_pace=retry_pace)
+                    self.client.extend(held, waiting=at_end.process_waits(), retry_pace=retry_pace)
                 except errors.ShardlineError as exc:
                     log.warning("work queue %s: heartbeat failed: %s", self.name, exc)
             with self._lock:
@@ -514,7 +508,7 @@ class Leaser:
                 # (the server's holder_gone.sql).
                 answer = self.client.extend(
                     [(lease.id, lease.token) for lease in held],
-                    waiting=process_waits(),
+                    waiting=at_end.process_waits(),
                     positions=positions,
                     wait=hold,
                     stall=report,
@@ -614,70 +608,3 @@ class Leaser:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-
-
-class HandedLeases:
-    """Leases another process took and handed over with their records: this one completes or gives them back.
-
-    A synchronous rank's loader processes lease items and hand each record
-    over with its lease; the rank's main process knows, step by step, which
-    items it trained on to the end (worker_sdk.sync's ``Ledger``). It holds
-    none of those leases: their taker's leaser heartbeats them until the
-    server answers that they are done. Each request raises LeaseLostError
-    when the lease expired or was fenced meanwhile; nothing is counted twice.
-    """
-
-    def __init__(self, client: Client):
-        self.client = client
-
-    def complete(self, lease_id: int, token: int) -> None:
-        self.client.complete(lease_id, token)
-
-    def release(self, lease_id: int, token: int, reason: str) -> None:
-        """Gives the item back unread, without using an attempt."""
-        self.client.release(lease_id, token, reason)
-
-
-# -- the process's end-of-queue mark ---------------------------------------------------
-#
-# A consumer is at its end while it waits for the last leases of a queue, and
-# after it ended while still holding what it reads (input_producer's reader).
-# While any consumer of the process is, the process's leases on every job are
-# not worth waiting for: they may be stuck behind that wait, or be finished
-# only when the process's training loop ends.
-
-_leasers: "weakref.WeakSet[Leaser]" = weakref.WeakSet()
-_at_end: "weakref.WeakSet[object]" = weakref.WeakSet()
-_at_end_lock = threading.Lock()
-
-
-def _forget_parent() -> None:
-    # A forked child (a DataLoader's loader) has copies of its parent's
-    # leasers but none of their heartbeat threads, and its own consumers.
-    # Woken by a loader's mark, a copied leaser would send the parent's
-    # leases from the child as waiting, and other workers would then stop
-    # waiting for items the parent is still reading. The lock is new: a
-    # thread of the parent may have held it at the fork.
-    global _leasers, _at_end, _at_end_lock
-    _leasers, _at_end, _at_end_lock = weakref.WeakSet(), weakref.WeakSet(), threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_parent)
-
-
-def process_waits() -> bool:
-    return len(_at_end) > 0
-
-
-def mark_at_end(consumer: object, at_end: bool) -> None:
-    """Records whether ``consumer`` (a stream) is at its end; heartbeats say so at once when that changes the process's mark."""
-    with _at_end_lock:
-        before = len(_at_end) > 0
-        if at_end:
-            _at_end.add(consumer)
-        else:
-            _at_end.discard(consumer)
-        changed = before != (len(_at_end) > 0)
-    if changed:
-        for leaser in list(_leasers):
-            leaser.wake()

@@ -20,11 +20,12 @@ from contextlib import closing, contextmanager
 from . import at_exit, errors, look_ahead, resumable, stall
 from . import tf as tf_support
 from .client import Client
-from .leaser import HandedLeases, Leaser
+from .leaser import Leaser
 from .names import default_worker_name, job_name_for, job_parts
 from .protocol import Lease
 from .ranges import ranges
 from .stream import QueueExhausted, Stream
+from .sync import HandedLeases
 from .transport import Transport
 
 log = logging.getLogger("worker_sdk")

@@ -22,7 +22,8 @@ import threading
 from typing import Callable, Iterable, Iterator
 
 from . import errors, stall
-from .leaser import Leaser, mark_at_end, process_waits
+from .at_end import mark_at_end, process_waits
+from .leaser import Leaser
 from .protocol import Lease, TakeAnswer, TakeScope
 from .tracker import RangeTracker
 

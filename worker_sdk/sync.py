@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from . import errors, readers
-from .leaser import HandedLeases
+from .client import Client
 from .stream import Budget
 
 
@@ -157,6 +157,28 @@ class SyncStats:
     completed: int = 0
     released: int = 0
     reread: int = 0  # records trained on from items given back (read again whole)
+
+
+class HandedLeases:
+    """Leases another process took and handed over with their records: this one completes or gives them back.
+
+    A synchronous rank's loader processes lease items and hand each record
+    over with its lease; the rank's main process knows, step by step, which
+    items it trained on to the end (``Ledger``, below). It holds
+    none of those leases: their taker's leaser heartbeats them until the
+    server answers that they are done. Each request raises LeaseLostError
+    when the lease expired or was fenced meanwhile; nothing is counted twice.
+    """
+
+    def __init__(self, client: Client):
+        self.client = client
+
+    def complete(self, lease_id: int, token: int) -> None:
+        self.client.complete(lease_id, token)
+
+    def release(self, lease_id: int, token: int, reason: str) -> None:
+        """Gives the item back unread, without using an attempt."""
+        self.client.release(lease_id, token, reason)
 
 
 @dataclass
