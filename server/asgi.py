@@ -15,3 +15,7 @@ from server.conf import env_int  # noqa: E402
 from server.gateway import Gateway  # noqa: E402
 
 application = Gateway(get_wsgi_application(), threads=env_int("SHARDLINE_WEB_THREADS", 8, minimum=1))
+
+from server.urls import warm  # noqa: E402  (after Django is set up)
+
+warm()

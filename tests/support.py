@@ -57,7 +57,9 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, message
 class ServerProcess:
     """gunicorn serving the project against a given database, on a free port."""
 
-    def __init__(self, db_url: str, workers: int = 4, extra_env: dict | None = None, asgi: bool = True):
+    def __init__(
+        self, db_url: str, workers: int = 4, extra_env: dict | None = None, asgi: bool = True, app: str | None = None
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
@@ -69,6 +71,7 @@ class ServerProcess:
         }
         self.workers = workers
         self.asgi = asgi
+        self.app = app or ("server.asgi" if asgi else "server.wsgi")  # the module gunicorn serves
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 30.0) -> "ServerProcess":
@@ -79,7 +82,8 @@ class ServerProcess:
                 "gunicorn",
                 "--config",
                 "python:server.gunicorn_conf",
-                *(["server.asgi", "--worker-class", "uvicorn_worker.UvicornWorker"] if self.asgi else ["server.wsgi"]),
+                self.app,
+                *(["--worker-class", "uvicorn_worker.UvicornWorker"] if self.asgi else []),
                 "--bind",
                 f"127.0.0.1:{self.port}",
                 "--workers",
