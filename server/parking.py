@@ -76,7 +76,7 @@ class Parked:
 
 
 def key_of(path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> Key | None:
-    """The key of a take that may be parked: a wait, no completions, a token; None for any other request."""
+    """The key of a take that may be parked: a wait, no completions or started leases, a token; None for any other."""
     if settings.SHARDLINE_TOKEN_CACHE_SECONDS <= 0 or protocol.take_job(path) is None:
         return None
     authorization = next((value for name, value in headers if name == b"authorization"), b"")
@@ -86,8 +86,8 @@ def key_of(path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> Key | 
         take = protocol.TakeRequest.parse(json.loads(body), settings.SHARDLINE_MAX_TAKE)
     except ValueError:  # not JSON, or not a take: Django answers it, unparked
         return None
-    if take.complete or not take.wait:
-        return None
+    if take.complete or take.started or not take.wait:
+        return None  # it changes leases (completes them, says they started): it runs
     return Key(path, authorization, body, take.worker)
 
 

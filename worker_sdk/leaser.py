@@ -256,7 +256,7 @@ class Leaser:
         finally:
             self._stop_sending([lease])
         with self._lock:
-            self._held.pop(lease.id, None)
+            self._forget_held(lease)
             self._reported_lost.add(lease.id)
         return released
 
@@ -333,7 +333,7 @@ class Leaser:
             finally:
                 self._stop_sending([lease])
             with self._lock:
-                self._held.pop(lease.id, None)
+                self._forget_held(lease)
                 self._reported_lost.add(lease.id)  # the heartbeat need not report it lost either
 
     def fail(self, leases: list[Lease], error: str) -> None:
@@ -382,10 +382,9 @@ class Leaser:
         finally:
             self._stop_sending([lease])
         with self._lock:
-            self._finished.pop(lease.id, None)
-            self._held.pop(lease.id, None)
-            self._unstarted.pop(lease.id, None)
-            self._started.discard(lease.id)
+            if self._forget_held(lease):
+                self._unstarted.pop(lease.id, None)
+                self._started.discard(lease.id)
 
     def forget_all(self) -> None:
         """The server fenced every lease (a restore): hold nothing, report nothing lost."""
@@ -555,13 +554,30 @@ class Leaser:
             # What it carried was finished meanwhile (nothing to hold it for):
             # the next goes at once, for what is held now.
             again = held_back or finished
+            sent = {lease.id: lease for lease in held}
             for lease_id in answer.get("lost", []):
-                if self._holds(lease_id):  # not one acknowledged while the heartbeat was on its way
-                    self._lost(lease_id, "the heartbeat was refused")
+                lease = sent.get(int(lease_id))
+                # Not one acknowledged while the heartbeat was on its way, nor
+                # the item leased again since under a new token.
+                if lease is not None and self._holds(lease):
+                    self._lost(lease.id, "the heartbeat was refused")
 
-    def _holds(self, lease_id: int) -> bool:
+    def _holds(self, lease: Lease) -> bool:
+        """Whether ``lease`` (its token, not only its item) is held and not being acknowledged."""
         with self._lock:
-            return lease_id in self._held and lease_id not in self._sending
+            held = self._held.get(lease.id)
+            return held is not None and held.token == lease.token and lease.id not in self._sending
+
+    def _forget_held(self, lease: Lease) -> bool:
+        """Under the lock: ``lease`` is held no more, unless its item was leased again since (a newer token)."""
+        finished = self._finished.get(lease.id)
+        if finished is not None and finished.token == lease.token:
+            del self._finished[lease.id]
+        held = self._held.get(lease.id)
+        if held is not None and held.token != lease.token:
+            return False
+        self._held.pop(lease.id, None)
+        return True
 
     def _answer_split(self, lease: Lease, tracker: RangeTracker, at: int, min_records: int) -> None:
         """Answers a split asked of ``lease``: stop at ``at`` or where the reader is, or refuse.
@@ -577,7 +593,7 @@ class Leaser:
                 self.client.split(lease.id, lease.token, end if point is None else point)  # the end: a refusal
             except errors.LeaseLostError:
                 tracker.settle_split(False)
-                if self._holds(lease.id):
+                if self._holds(lease):
                     self._lost(lease.id, "its split was refused")
                 return
             except errors.APIError as exc:

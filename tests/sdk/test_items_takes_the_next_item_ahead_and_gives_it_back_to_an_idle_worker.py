@@ -180,3 +180,24 @@ def test_a_worker_paused_past_its_leases_never_starts_the_item_it_took_ahead(sdk
     assert output.splitlines() == ["done /items/0001", "finished"], errors
     rows = Item.objects.filter(job_id=queue.job["id"]).order_by("position").values_list("state", "worker", "attempts")
     assert list(rows) == [("done", "paused", 1), ("done", "other", 2), ("done", "other", 2)]
+
+
+def test_an_item_given_back_and_leased_again_by_the_same_process_is_still_held(sdk_env, monkeypatch):
+    # After a give-back the consumer takes for itself, and may lease the same
+    # item (the same id, a new token) before the release's answer is handled:
+    # that lease must stay held, so that its heartbeat keeps it.
+    queue = WorkQueue(["/a"], shuffle=False)
+    leaser = queue.whole_items_stream().leaser()
+    (first,), _answer = leaser.take(wait=False)
+    again = []
+    release = leaser.client.release
+
+    def release_then_take(lease_id, token, reason):
+        answer = release(lease_id, token, reason)
+        again.extend(leaser.take(wait=False)[0])
+        return answer
+
+    monkeypatch.setattr(leaser.client, "release", release_then_take)
+    assert leaser.release_unread(first, GIVE_BACK_REASON)
+    assert [(lease.id, lease.token == first.token) for lease in again] == [(first.id, False)]
+    assert leaser.known() == 1

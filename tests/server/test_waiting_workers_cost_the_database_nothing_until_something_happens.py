@@ -121,6 +121,20 @@ def test_leases_kept_alive_by_heartbeats_cost_a_recheck_not_a_take_per_waiter(ap
         beating.set()
 
 
+def test_a_waiting_take_that_says_leases_started_runs_each_time(api):
+    # What it says changes leases (taken ahead, now started: server/sql/take.sql),
+    # so an answer parked for the same body must not stand in for it.
+    job_id = create(api, ["/a", "/b"])
+    own = take(api, job_id, {"worker": "reader"}).json()["leases"][0]
+    assert take(api, job_id, {"worker": "holder"}).json()["leases"]
+    before, parked_before = takes_run(api), parked(api)
+    for _ in range(3):
+        answer = take(api, job_id, {"worker": "reader", "wait": 1, "started": [own["id"]]}).json()
+        assert answer["leases"] == [] and answer["waiting_on"] == 1
+    assert parked(api) == parked_before
+    assert takes_run(api) - before >= 3  # each ran (a wait's end may run once more)
+
+
 def test_a_parked_take_asks_for_what_came_while_it_was_away(api):
     job_id = create(api, ["/a", "/b"])
     held = take(api, job_id, {"worker": "holder", "count": 2}).json()["leases"]
