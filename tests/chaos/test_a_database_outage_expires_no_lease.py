@@ -248,6 +248,14 @@ def history(pg: PrivatePostgres, job_id: int, workers, items: set[str]) -> str:
         [job_id],
     )
     lines += [f"{at:.3f} event {kind} {who} {work} {text}" for at, kind, who, text, work in events if work in items]
+    rows = pg.query(
+        "SELECT u.item, i.state, i.worker, i.attempts FROM shardline_item AS i"
+        " JOIN shardline_unit AS u ON u.job_id = i.job_id AND u.idx = i.unit_idx WHERE i.job_id = %s",
+        [job_id],
+    )
+    lines += [
+        f"~ row {work} {state} by {who}, {attempts} attempts" for work, state, who, attempts in rows if work in items
+    ]
     return "\n".join(sorted(lines)) + "\n" + stderr_of(workers)
 
 
