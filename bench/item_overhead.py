@@ -1,6 +1,6 @@
 """The SDK's time on the training thread per item: a loop over many tiny items, as users write it.
 
-Usage:  .venv/bin/python bench/item_overhead.py [--items 10000] [--compute-ms 0] [--shapes items,torch0,loader2]
+Usage:  .venv/bin/python bench/item_overhead.py [--items 10000] [--compute-ms 0] [--shapes items,torch0,loader2,take]
                                                [--look-ahead 0,1]
 
 One job of --items item strings (no files: the loop reads nothing), one
@@ -13,6 +13,7 @@ the moment the next item arrives, which is what the SDK costs the loop
   items    for item in queue.items(): ...
   torch0   for item in DataLoader(WorkQueueDataset(queue), batch_size=None): ...
   loader2  the same through WorkQueueLoader with num_workers=2 (loader processes take)
+  take     while True: item = queue.take()  (eager TensorFlow, until OutOfRangeError)
 
 Each shape runs once per --look-ahead depth (WorkQueue's look_ahead: items
 taken ahead on a thread while the loop works; 0 takes when asked), side by
@@ -32,12 +33,25 @@ import uuid
 import _env  # noqa: F401  (first: it sets up the project)
 from _env import percentile, serve
 
-SHAPES = ("items", "torch0", "loader2")
+SHAPES = ("items", "torch0", "loader2", "take")
+
+
+def takes(queue):
+    """Eager ``take()`` until the queue's end, as a TF2 loop calls it."""
+    import tensorflow as tf
+
+    while True:
+        try:
+            yield queue.take()
+        except tf.errors.OutOfRangeError:
+            return
 
 
 def loop(shape: str, queue):
     if shape == "items":
         return queue.items()
+    if shape == "take":
+        return takes(queue)
     from torch.utils.data import DataLoader
 
     from worker_sdk.torch import WorkQueueDataset, WorkQueueLoader

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import threading
 from typing import Iterator
 
 from . import errors
 from .protocol import Lease
-from .stream import QueueExhausted, Stream
+from .stream import QueueExhausted, Stream, exhausted_message
 
 log = logging.getLogger("worker_sdk")
 
@@ -219,3 +220,48 @@ def leases(stream: Stream, depth: int) -> Iterator[Lease]:
         raise
     finally:
         ahead.close()
+
+
+class Taker:
+    """One lease per call, for ``take()`` (eager, or a graph op run once per step), ``depth`` taken ahead.
+
+    Depth 0 is ``stream.timed_next()`` (the stream has ``lag=1``: each call
+    acknowledges the lease before). Deeper, a ``LookAhead`` over the stream
+    (``lag=None``), started at the first call in the calling process, not
+    when the op is built: a graph may be built before a fork. ``close()``
+    gives back what was taken ahead and not started.
+    """
+
+    def __init__(self, stream: Stream, depth: int):
+        self.stream = stream
+        self._depth = depth
+        self._ahead: LookAhead | None = None
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+        # One call at a time: a LookAhead has one consumer (queue runners
+        # may run the op on several threads).
+        self._calls = threading.Lock()
+
+    def next(self) -> Lease:
+        """The next lease; QueueExhausted at the end, as ``Stream.next()``."""
+        if self._depth == 0:
+            return self.stream.timed_next()
+        with self._calls:
+            with self._lock:
+                if self._ahead is None or self._pid != os.getpid():
+                    self._ahead, self._pid = LookAhead(self.stream, self._depth), os.getpid()
+                ahead = self._ahead
+            meter = self.stream.meter
+            meter.wait()
+            try:
+                return next(ahead)
+            except StopIteration:
+                raise QueueExhausted(exhausted_message(self.stream.name)) from None
+            finally:
+                meter.got()
+
+    def close(self) -> None:
+        with self._lock:
+            ahead, self._ahead = (self._ahead, None) if self._pid == os.getpid() else (None, None)
+        if ahead is not None:
+            ahead.close()

@@ -131,7 +131,8 @@ class WorkQueue:
         # Every stream of this process, ended or not: close() acknowledges
         # what ended ones still hold, a restore re-opens them all.
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
-        self._default: Stream | None = None
+        self._default: look_ahead.Taker | None = None
+        self._takers: weakref.WeakSet[look_ahead.Taker] = weakref.WeakSet()
         at_exit.register(self)
         if local_work_mgr is not None:
             local_work_mgr.attach(self)
@@ -232,6 +233,7 @@ class WorkQueue:
                 worker = self._worker_name()
                 if self._leaser_pid is not None and self._leaser_pid != pid:
                     self._streams = weakref.WeakSet()
+                    self._takers = weakref.WeakSet()
                     self._default = None
                 manager = self.local_work_mgr
                 self._leaser_obj = Leaser(
@@ -304,12 +306,15 @@ class WorkQueue:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.update(_leaser_obj=None, _leaser_pid=None, _streams=None, _default=None, _state_lock=None)
+        state.update(
+            _leaser_obj=None, _leaser_pid=None, _streams=None, _takers=None, _default=None, _state_lock=None
+        )
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._streams = weakref.WeakSet()
+        self._takers = weakref.WeakSet()
         self._state_lock = threading.RLock()  # job, then leaser (which reads job)
         at_exit.register(self)
 
@@ -456,6 +461,8 @@ class WorkQueue:
         The queue stays usable: a later take reconnects and starts a new heartbeat.
         """
         if self._leaser_obj is not None and self._leaser_pid == os.getpid():
+            for taker in list(self._takers):
+                taker.close()  # what take() leased ahead goes back unread
             for stream in list(self._streams):
                 if stream.ended:
                     stream.finish()
@@ -497,9 +504,15 @@ class WorkQueue:
         """TF1 graphs: registers (once per graph) and returns the SaveableObject that Saver() saves."""
         return tf_support.saveable(self)
 
-    def default_stream(self) -> Stream:
-        """This process's shared stream: the one eager ``take()`` hands items from, one after another."""
+    def default_taker(self) -> look_ahead.Taker:
+        """This process's shared taker: the one eager ``take()`` hands items from, one after another."""
         if self._default is None or self._leaser_pid != os.getpid():
             self._leaser()
-            self._default = self.stream()
+            self._default = self.taker()
         return self._default
+
+    def taker(self) -> look_ahead.Taker:
+        """A consumer that takes one item per call (``take()``), ``look_ahead`` of them leased ahead."""
+        taker = look_ahead.Taker(self.whole_items_stream(), self.look_ahead)
+        self._takers.add(taker)
+        return taker

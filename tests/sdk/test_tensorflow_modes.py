@@ -23,6 +23,41 @@ def test_eager_take_returns_scalar_strings_then_out_of_range(sdk_env):
     assert queue.watermarks()["done"] == 2
 
 
+def test_eager_take_with_a_look_ahead_leases_the_next_item_while_the_step_runs(sdk_env):
+    import tensorflow as tf
+
+    from tests.support import wait_until
+    from worker_sdk import WorkQueue
+
+    queue = WorkQueue(["/a", "/b", "/c", "/d"], shuffle=False, name="eager_ahead", look_ahead=1)
+    taken = [queue.take().numpy(), queue.take().numpy()]
+    # From its second item on (its pace known), the next is leased ahead.
+    marks = lambda: (queue.watermarks()["done"], queue.watermarks()["leased"])  # noqa: E731
+    wait_until(lambda: marks() == (1, 2), 10, 0.02, "/c leased ahead while /b is in hand")
+    taken += [queue.take().numpy(), queue.take().numpy()]
+    with pytest.raises(tf.errors.OutOfRangeError, match="All works in work queue eager_ahead are taken."):
+        queue.take()
+    assert taken == [b"/a", b"/b", b"/c", b"/d"]
+    assert marks() == (4, 0)
+
+
+def test_a_closed_queue_gives_back_what_take_leased_ahead(sdk_env):
+    from server.models import Event
+    from tests.support import wait_until
+    from worker_sdk import WorkQueue
+    from worker_sdk.look_ahead import STOPPED_REASON
+
+    queue = WorkQueue(["/a", "/b", "/c"], shuffle=False, name="eager_ahead_closed", look_ahead=1)
+    assert [queue.take().numpy(), queue.take().numpy()] == [b"/a", b"/b"]
+    wait_until(lambda: queue.watermarks()["leased"] == 2, 10, 0.02, "/c leased ahead")
+    queue.close()
+    marks = queue.watermarks()
+    # /b, in hand, is left to its lease, as without a look-ahead; /c goes back unread.
+    assert (marks["done"], marks["leased"], marks["pending"]) == (1, 1, 1)
+    released = Event.objects.filter(job_id=queue.job["id"], kind="released").values_list("message", flat=True)
+    assert list(released) == [STOPPED_REASON]
+
+
 def test_input_dataset_works_inside_tf_function(sdk_env, csv_files):
     import tensorflow as tf
 
@@ -70,6 +105,8 @@ GRAPH_SCRIPT = textwrap.dedent(
     files = sys.argv[1:]
     take_queue = WorkQueue(["/x", "/y"], shuffle=False, name="graph_take")
     item = take_queue.take()
+    ahead_queue = WorkQueue(["/p", "/q", "/r"], shuffle=False, name="graph_take_ahead", look_ahead=1)
+    ahead_item = ahead_queue.take()
     data_queue = WorkQueue(files, name="graph_dataset")
     line = tf.data.make_one_shot_iterator(tf.data.TextLineDataset(data_queue.input_dataset())).get_next()
     data_queue.add_summary()
@@ -80,6 +117,12 @@ GRAPH_SCRIPT = textwrap.dedent(
             sess.run(item)
         except tf.errors.OutOfRangeError as exc:
             print("end", "All works in work queue graph_take are taken." in exc.message)
+        print("ahead", *(sess.run(ahead_item).decode() for _ in range(3)))
+        try:
+            sess.run(ahead_item)
+        except tf.errors.OutOfRangeError as exc:
+            print("ahead end", "All works in work queue graph_take_ahead are taken." in exc.message)
+        print("ahead done", ahead_queue.watermarks()["done"])
     count = 0
     with tf.train.MonitoredTrainingSession() as sess:
         while not sess.should_stop():
@@ -100,6 +143,7 @@ def test_graph_mode_take_and_dataset_under_monitored_training_session(sdk_env, c
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     assert "take /x /y" in lines and "end True" in lines and "lines 40" in lines
+    assert "ahead /p /q /r" in lines and "ahead end True" in lines and "ahead done 3" in lines
     # Four files read: nothing pending, four done (items per epoch: 4).
     assert (
         "summary [('graph_dataset/done', 4.0), ('graph_dataset/fraction_of_4_full', 0.0), "

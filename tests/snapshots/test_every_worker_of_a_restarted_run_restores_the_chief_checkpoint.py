@@ -22,7 +22,10 @@ def test_all_workers_restore_once_and_read_again_exactly_what_followed_the_snaps
     # that starts slowly (TensorFlow's import, on a loaded machine) would find the
     # chief's and restore it in the first run too.
     fresh = [SCRIPT, "--ckpt-dir", str(tmp_path / "none-yet"), "--items", str(ITEMS)]
-    workers = [start([*fresh, "--cost", "0.1"], {**sdk_env, "SHARDLINE_TASK": f"worker{i}"}) for i in range(3)]
+    # The workers read slower than the chief: at the chief's pace they could
+    # finish all 40 items before it, started seconds later (TensorFlow's import
+    # on a loaded machine), reached its crash point.
+    workers = [start([*fresh, "--cost", "0.5"], {**sdk_env, "SHARDLINE_TASK": f"worker{i}"}) for i in range(3)]
     chief = start(
         [*base, "--cost", "0.1", "--save-after", "3", "--crash-after", "6"], {**sdk_env, "SHARDLINE_TASK": "chief"}
     )

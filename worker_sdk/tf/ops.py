@@ -50,32 +50,32 @@ def _track(queue: WorkQueue) -> None:
         checkpoint.register_saveable(queue)
 
 
-def _next_bytes(stream: Stream) -> bytes:
+def _next_bytes(taker: look_ahead.Taker) -> bytes:
     try:
-        return stream.timed_next().item.encode()
+        return taker.next().item.encode()
     except QueueExhausted:
-        raise tf.errors.OutOfRangeError(None, None, exhausted_message(stream.name)) from None
+        raise tf.errors.OutOfRangeError(None, None, exhausted_message(taker.stream.name)) from None
 
 
-def _py_take(stream: Stream) -> bytes:
+def _py_take(taker: look_ahead.Taker) -> bytes:
     # Inside py_func only StopIteration becomes an OutOfRangeError (which a
     # QueueRunner and MonitoredSession treat as the end of input); any other
     # exception, JobCancelledError included, arrives as an UnknownError whose
     # message starts with its class name: never mistaken for the end.
     try:
-        return stream.timed_next().item.encode()
+        return taker.next().item.encode()
     except QueueExhausted:
-        raise StopIteration(exhausted_message(stream.name)) from None
+        raise StopIteration(exhausted_message(taker.stream.name)) from None
 
 
 def take(queue: WorkQueue):
     _track(queue)
     if tf.executing_eagerly():
         # Each call hands over the next item; the previous one is done.
-        return tf.constant(_next_bytes(queue.default_stream()))
-    stream = queue.stream()
+        return tf.constant(_next_bytes(queue.default_taker()))
+    taker = queue.taker()
     with tf.name_scope(queue.name):
-        work = tf.compat.v1.py_func(lambda: _py_take(stream), [], tf.string, stateful=True, name="take")
+        work = tf.compat.v1.py_func(lambda: _py_take(taker), [], tf.string, stateful=True, name="take")
     work.set_shape([])
     return work
 
@@ -132,7 +132,9 @@ class _RunnerTake:
     """
 
     def __init__(self, stream: Stream):
-        self.stream = stream
+        # Taken when the runner asks, never ahead: the proxy queue holds the
+        # items the reader has not reached (the stream's lag counts them).
+        self.taker = look_ahead.Taker(stream, 0)
         self.coordinated = False  # set by the runner's create_threads
         self.failed = False
 
@@ -140,7 +142,7 @@ class _RunnerTake:
         if self.failed:
             raise StopIteration("the work queue's runner failed")
         try:
-            return _py_take(self.stream)
+            return _py_take(self.taker)
         except StopIteration:
             raise
         except Exception as exc:
