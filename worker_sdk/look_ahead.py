@@ -18,7 +18,8 @@ way, and never started here.
 The takes made here answer at once and never end the stream: when one finds
 nothing, the consumer takes for itself once it is done with what it holds,
 so the end of a queue and every wait are as without the look-ahead
-(worker_sdk.stream).
+(worker_sdk.stream). ``Taker`` hands the leases over one per call, for
+``take()``.
 """
 
 from __future__ import annotations

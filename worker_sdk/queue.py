@@ -306,9 +306,7 @@ class WorkQueue:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.update(
-            _leaser_obj=None, _leaser_pid=None, _streams=None, _takers=None, _default=None, _state_lock=None
-        )
+        state.update(_leaser_obj=None, _leaser_pid=None, _streams=None, _takers=None, _default=None, _state_lock=None)
         return state
 
     def __setstate__(self, state):
