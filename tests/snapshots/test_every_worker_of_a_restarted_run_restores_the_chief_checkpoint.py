@@ -15,13 +15,16 @@ SCRIPT = "tests/snapshots/train_worker.py"
 ITEMS = 40
 
 
-def test_all_workers_restore_once_and_read_again_exactly_what_followed_the_snapshot(sdk_env, tmp_path):
+@pytest.mark.parametrize("look_ahead", [0, 1])
+def test_all_workers_restore_once_and_read_again_exactly_what_followed_the_snapshot(sdk_env, tmp_path, look_ahead):
+    # With a look-ahead, take() holds the next item leased when the snapshot
+    # is made and when the run dies: it is read again, once, as any other lease.
     ckpt_dir = str(tmp_path / "ckpt")
-    base = [SCRIPT, "--ckpt-dir", ckpt_dir, "--items", str(ITEMS)]
+    base = [SCRIPT, "--ckpt-dir", ckpt_dir, "--items", str(ITEMS), "--look-ahead", str(look_ahead)]
     # The first run starts fresh: its workers look for a checkpoint elsewhere, or one
     # that starts slowly (TensorFlow's import, on a loaded machine) would find the
     # chief's and restore it in the first run too.
-    fresh = [SCRIPT, "--ckpt-dir", str(tmp_path / "none-yet"), "--items", str(ITEMS)]
+    fresh = [SCRIPT, "--ckpt-dir", str(tmp_path / "none-yet"), "--items", str(ITEMS), "--look-ahead", str(look_ahead)]
     # The workers read slower than the chief: at the chief's pace they could
     # finish all 40 items before it, started seconds later (TensorFlow's import
     # on a loaded machine), reached its crash point.

@@ -19,9 +19,12 @@ def main():
     parser.add_argument("--cost", type=float, default=0.05)
     parser.add_argument("--save-after", type=int, default=0)
     parser.add_argument("--crash-after", type=int, default=0)
+    parser.add_argument("--look-ahead", type=int, default=0)
     args = parser.parse_args()
 
-    queue = WorkQueue([f"/items/{i:03d}" for i in range(args.items)], seed=3, name="resume_workers")
+    queue = WorkQueue(
+        [f"/items/{i:03d}" for i in range(args.items)], seed=3, name="resume_workers", look_ahead=args.look_ahead
+    )
     step = tf.Variable(0, dtype=tf.int64)
     ckpt = tf.train.Checkpoint(step=step, work_queue=queue)
     latest = tf.train.latest_checkpoint(args.ckpt_dir)
