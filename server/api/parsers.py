@@ -47,7 +47,7 @@ class StrictJSONParser(JSONParser):
         if not text:
             return {}  # no body: every field takes its default
         # Whitespace alone is no JSON document, and no empty body either: a
-        # restore posted with the body "\t" rolled its job back (schemathesis
+        # restore posted with the body "\t" was carried out (schemathesis
         # ST201). JSON's whitespace only: str.strip() would also drop
         # \x1c-\x1f, \x85 and Unicode spaces.
         if not text.strip(JSON_WHITESPACE):

@@ -53,7 +53,7 @@ def test_an_empty_body_takes_every_default(worker_client):
 @pytest.mark.parametrize("text", [" ", "\t", "\t\r\n "])
 def test_json_whitespace_alone_is_malformed_and_restores_nothing(worker_client, text):
     # No JSON document, and not an empty body: schemathesis posted "\t" to a
-    # restore, which rolled its job back when whitespace read as no body.
+    # restore, which was carried out when whitespace read as no body.
     job = create_job(worker_client, "whitespace-body", works=["/a"])
     snapshot = worker_client.post(f"/api/v1/jobs/{job['id']}/snapshots/", {"worker": "w"}, format="json")
     response = post_raw(worker_client, f"/api/v1/jobs/{job['id']}/snapshots/{snapshot.json()['id']}/restore/", text)
