@@ -114,7 +114,9 @@ class LookAhead(Iterator[Lease]):
                             self._ahead.append((lease, generation))
                         else:
                             lost.append(lease)  # a heartbeat said so before it got here
-                    if not self._ahead:
+                    if len(lost) == len(leases):
+                        # Nothing came (or nothing that is still ours): no
+                        # take ahead again until the consumer's own.
                         self._idle = True
                     self._cond.notify_all()
             for lease in lost:
