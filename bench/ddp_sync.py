@@ -54,9 +54,11 @@ with 3-4 s of start-up outside the timed loop), 20 s more per profiled loader.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -198,7 +200,15 @@ def rank_main(args):
     if queue is not None:
         queue.close()
     dist.barrier()  # no rank tears gloo down while another is still in a collective
+    # The group's last reference must be this one, not the DDP model's: a
+    # Reducer freed with the model joins gloo's threads holding the GIL, which
+    # one of them waits for (the sampler's ranks hung there; the SDK's
+    # ranks end their groups this way too, worker_sdk/torch_sync.py).
+    group = dist.group.WORLD
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
+    del group
 
 
 # -- the bench -----------------------------------------------------------------------
@@ -253,7 +263,7 @@ def torchrun(args, mode: str, works_file: Path, loaders: int, step_ms: float, en
         *(["--profile-rank"] if profile else []),
     ]
     run_env = {**env, "SHARDLINE_RUN": uuid.uuid4().hex[:12]}
-    done = subprocess.run(command, cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=args.run_timeout)
+    done = run_group(command, run_env, args.run_timeout, out)
     ranks = [json.loads(path.read_text()) for path in sorted(out.glob("rank*.json"))]
     if len(ranks) < 2:
         raise RuntimeError(f"{mode} run failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
@@ -270,11 +280,49 @@ def torchrun(args, mode: str, works_file: Path, loaders: int, step_ms: float, en
         # Both ranks reported, so the loop was measured; what failed came after (teardown): counted, not hidden.
         errors = [line for line in done.stderr.splitlines() if "terminate" in line or "Error" in line]
         result["exit"] = f"exit {done.returncode}: {errors[0] if errors else done.stderr[-300:]}"
-        Path(out, "stderr.txt").write_text(done.stderr)
         print(f"  ({mode} run exited {done.returncode} after both ranks reported; its stderr: {out}/stderr.txt)")
     if profile:
         result["profile"] = (out / "profile.txt").read_text()
     return result
+
+
+def run_group(command: list, env: dict, timeout: float, out: Path) -> subprocess.CompletedProcess:
+    """Runs ``command``; past ``timeout`` it and every process whose command line names ``out`` are killed.
+
+    subprocess.run's timeout kills torchrun alone, and torchrun starts each
+    rank in a session of its own: a rank stuck in gloo's teardown outlived
+    the bench and held its output pipe open. The output goes to files in
+    ``out`` instead. Killed, the run's exit is -9 and what the ranks
+    reported before still counts (see torchrun()).
+    """
+    with open(out / "stdout.txt", "w+") as stdout, open(out / "stderr.txt", "w+") as stderr:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=stdout, stderr=stderr, text=True)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for pid in [process.pid, *processes_naming(str(out))]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            process.wait()
+            stderr.write(f"\nkilled after {timeout:.0f} s (--run-timeout)")
+        stdout.seek(0)
+        stderr.seek(0)
+        return subprocess.CompletedProcess(command, process.returncode, stdout.read(), stderr.read())
+
+
+def processes_naming(text: str) -> list[int]:
+    """The processes whose command line holds ``text`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # gone meanwhile
+    return found
 
 
 def bench(args):
@@ -304,7 +352,8 @@ def bench(args):
         **os.environ,
         "SHARDLINE_URL": server.url,
         "SHARDLINE_TOKEN": key,
-        "PYTHONPATH": str(ROOT),
+        # The project first, then whatever the caller's path held (packages installed with --target).
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         "OMP_NUM_THREADS": "1",
     }
     per_epoch = args.files * args.lines

@@ -336,6 +336,27 @@ class Leaser:
                 self._forget_held(lease)
                 self._reported_lost.add(lease.id)  # the heartbeat need not report it lost either
 
+    def leave_to_receiver(self) -> None:
+        """Everything held was handed to another process, and this one ends: the leases stay with their receiver.
+
+        An agreed epoch's loader process whose records ran out (worker_sdk.torch_sync):
+        the DataLoader ends it while batches it read may still wait for the
+        rank, which completes or gives back each item once it trained on it.
+        From now on its heartbeats say that a dropped connection gives
+        nothing back, and one goes now: it moves the leases' expiry, so the
+        held heartbeat, which said otherwise, gives nothing back as it drops
+        either (holder_gone.sql). What the rank never receives expires a
+        lease timeout later.
+        """
+        self.restartable = True
+        with self._lock:
+            held = [(lease.id, lease.token) for lease in self._held.values() if not lease.local]
+        if held:
+            try:
+                self.client.extend(held, waiting=at_end.process_waits(), restartable=True)
+            except errors.ShardlineError as exc:
+                log.warning("work queue %s: leaving leases to their receiver failed: %s", self.name, exc)
+
     def fail(self, leases: list[Lease], error: str) -> None:
         """Gives leases back with an error, for another attempt (or failed after the job's max_attempts)."""
         for lease in leases:

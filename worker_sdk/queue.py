@@ -304,6 +304,11 @@ class WorkQueue:
         if self._leaser_obj is not None and self._leaser_pid == os.getpid():
             self._leaser_obj.release_unfinished(reason)
 
+    def leave_handed(self) -> None:
+        """This process handed every item it holds to another and ends: they stay leased for the receiver."""
+        if self._leaser_obj is not None and self._leaser_pid == os.getpid():
+            self._leaser_obj.leave_to_receiver()
+
     def __getstate__(self):
         state = dict(self.__dict__)
         state.update(_leaser_obj=None, _leaser_pid=None, _streams=None, _takers=None, _default=None, _state_lock=None)

@@ -25,7 +25,7 @@ from . import errors, stall
 from .at_end import mark_at_end, process_waits
 from .leaser import Leaser
 from .protocol import Lease, TakeAnswer, TakeScope
-from .tracker import RangeTracker
+from .tracker import Budget, RangeTracker
 
 log = logging.getLogger("worker_sdk")
 
@@ -55,13 +55,6 @@ def queue_ended(answer: TakeAnswer, known: int) -> bool:
     if answer.waiting_on is None:  # items pending, an epoch being created, a pause: not an end
         return False
     return answer.waiting_on == 0 and (answer.leased_by_you or 0) <= known
-
-
-class Budget:
-    """How many records a consumer may still claim (a synchronous rank's quota for one epoch)."""
-
-    def __init__(self, records: int):
-        self.left = records
 
 
 class Stream:
@@ -106,6 +99,9 @@ class Stream:
         # take asks for no more, and each record claimed counts.
         self.budget: Budget | None = None
         self.open: collections.deque[Lease] = collections.deque()
+        # The trackers of the record ranges its reader claims now, by lease
+        # id: what they have not claimed yet is held against the budget.
+        self._reading: dict[int, RangeTracker] = {}
         self.ended = False
         # Counts restores (reset()): a lease taken ahead before one is fenced,
         # and its consumer must not read it (worker_sdk.look_ahead).
@@ -189,13 +185,14 @@ class Stream:
         """
         if self.ended:
             return []
+        scope = self.scope()
+        if scope.max_records is not None and scope.max_records <= 0:
+            return []  # what it holds fills its budget: the consumer's own take comes once it has read them
         with self._lock:
             self.taking = True
             finished, self._consumed = self._consumed, []
         try:
-            leases, _answer = self._leaser().take(
-                finished, self.scope(), self.tracks, wait=False, ahead=True, count=count
-            )
+            leases, _answer = self._leaser().take(finished, scope, self.tracks, wait=False, ahead=True, count=count)
         finally:
             with self._lock:
                 self.taking = False
@@ -221,7 +218,13 @@ class Stream:
 
     def scope(self) -> TakeScope:
         """What its next take may lease: its epochs, and at most the records its budget has left."""
-        return TakeScope(self.upto_epoch, self.from_epoch, self.sync, self.budget and self.budget.left)
+        return TakeScope(self.upto_epoch, self.from_epoch, self.sync, self._records_left())
+
+    def _records_left(self) -> int | None:
+        """The budget less the records of its leases not claimed yet (taken ahead, or being read)."""
+        if self.budget is None:
+            return None
+        return self.budget.free([(lease, self._reading.get(lease.id)) for lease in list(self.open)])
 
     def _say_paused(self, paused: str | None) -> None:
         if paused and paused != self._paused:
@@ -273,8 +276,10 @@ class Stream:
         The lease is completed once the reader is exhausted, before its last
         record is handed on: a consumer that hands records to another process
         (a DataLoader's loader) or a buffer is then never idle while holding
-        an item it has finished. A reader that raises, or a consumer that
-        stops before the end, gives the item back for another attempt.
+        an item it has finished (with ``lag=None``, as the next take's
+        acknowledgement: a look-ahead sends it as the consumer starts the
+        next lease). A reader that raises, or a consumer that stops before
+        the end, gives the item back for another attempt.
 
         For a record range (a slice), each record is claimed before it is
         handed on (worker_sdk.tracker): when a split gave the rest of the
@@ -283,6 +288,8 @@ class Stream:
         reader of ``worker_sdk.readers`` yields them.
         """
         tracker = self.track(lease) if lease.start is not None and lease.end is not None else None
+        if tracker is not None:
+            self._reading[lease.id] = tracker
         iterator = iter(records)
         position = lease.start
         last = _NOTHING
@@ -298,17 +305,27 @@ class Stream:
         except GeneratorExit:
             self._untrack(lease, tracker)
             self.settle(lease, "the consumer stopped before finishing this item")
+            self._reading.pop(lease.id, None)
             raise
         except Exception as exc:
             self._untrack(lease, tracker)
             self.settle(lease, f"{type(exc).__name__}: {exc}")
+            self._reading.pop(lease.id, None)
             raise
         finally:
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()  # the reader's file, when the split stopped it early
         self._untrack(lease, tracker)
-        self.settle(lease)
+        if self.lag is None:
+            # Read ahead of its consumer's own takes (worker_sdk.look_ahead):
+            # acknowledged with the next take ahead, which leaves as the
+            # consumer starts the lease after this one.
+            self.consumed(lease)
+        else:
+            self.settle(lease)
+        # Out of ``open`` first: until then the budget counts what it left unread.
+        self._reading.pop(lease.id, None)
         if last is not _NOTHING:
             yield last
 
@@ -407,8 +424,6 @@ class Stream:
         """Claims record ``position`` for the consumer (False: a split gave it to another worker), counting its budget."""
         if tracker is None:
             return True
-        if not tracker.try_claim(position):
-            return False
-        if self.budget is not None:
-            self.budget.left -= 1
-        return True
+        if self.budget is None:
+            return tracker.try_claim(position)
+        return self.budget.claim(tracker, position)

@@ -45,9 +45,9 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from . import errors, readers
+from . import errors, look_ahead, readers
 from .client import Client
-from .stream import Budget
+from .tracker import Budget
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,7 @@ def read_epoch(
     quota: int | None = None,
     handoff: bool = False,
     alone: bool = False,
+    ahead: int = 0,
 ) -> Iterator:
     """One loader's (or one rank's) records of a synchronous epoch.
 
@@ -120,15 +121,20 @@ def read_epoch(
     release (``Ledger``). ``alone``: that epoch's items only, not what earlier
     epochs left (a worker whose input runs ahead into the next epoch while
     others still read this one must not take records they need).
+    ``ahead``: leases taken ahead on a thread while this one reads
+    (worker_sdk.look_ahead), never more records than the quota has left
+    beyond what is held; each item's completion rides the take after it.
     """
+    if handoff and ahead:
+        raise ValueError("records handed to another process are its to acknowledge: read them with ahead=0")
     read = reader or readers.of_lease
-    stream = queue.stream(tracks=quota is not None, upto_epoch=epoch, sync=True)
+    stream = queue.stream(lag=None if ahead else 1, tracks=quota is not None, upto_epoch=epoch, sync=True)
     stream.budget = Budget(quota) if quota is not None else None
     stream.handoff = handoff
     stream.from_epoch = epoch if alone else None
     if quota is not None and quota <= 0:
         return
-    with closing(stream.leases()) as leases:
+    with closing(look_ahead.leases(stream, ahead)) as leases:
         for lease in leases:
             source = read(lease) if reader is None else reader(lease.item)
             if handoff:

@@ -39,9 +39,17 @@ if _dist.is_available() and not _dist.is_initialized():
 
 log = logging.getLogger("worker_sdk")
 
-# Batches SyncLoader reads ahead of the step without loader processes: one
-# in hand while the next is read, as a DataLoader's prefetch_factor of 2.
+# Batches SyncLoader reads ahead of the step in an agreed epoch without
+# loader processes: one in hand while the next is read, as a DataLoader's
+# prefetch_factor of 2.
 AHEAD_BATCHES = 2
+# Leases a planned epoch's reader takes ahead, in the main process or a
+# loader process: the next item's take waits on a thread of its own while
+# this one's records are read. Without loader processes the records are read
+# on the training thread, as a DataLoader without them reads: on a thread
+# of their own they cost the step loop more than they saved (the GIL;
+# bench/RESULTS.md), while a take's round trip waits without holding it.
+AHEAD_LEASES = 1
 
 
 class _HandedCollate:
@@ -71,20 +79,37 @@ class _EpochDataset(IterableDataset):
                 stall.adopt(self.queue.job["id"], self.consumer, self.stall)
         if self.plan.steps is not None:
             quota = sync.loader_quota(self.plan, loaders, index)
-            yield from sync.read_epoch(self.queue, self.plan.epoch, self.reader, quota)
+            yield from sync.read_epoch(self.queue, self.plan.epoch, self.reader, quota, ahead=AHEAD_LEASES)
         else:
-            if info is not None:
-                # When the epoch stops, the batches this loader prefetched and
-                # the rank never received end with the process, and nothing
-                # else gives their items back before the lease expires (the
-                # next epoch would end without them). So it does, as it exits.
-                multiprocessing.util.Finalize(
-                    None,
-                    self.queue.release_unfinished,
-                    args=(f"epoch {self.plan.epoch} stopped before the rank trained on this item",),
-                    exitpriority=10,
-                )
+            ending = _LoaderEnd(self.queue, self.plan.epoch) if info is not None else None
             yield from sync.read_epoch(self.queue, self.plan.epoch, self.reader, handoff=True)
+            if ending is not None:
+                ending.read_all()
+
+
+class _LoaderEnd:
+    """What an agreed epoch's loader process leaves behind as it exits: it depends on why it exits.
+
+    The epoch stopped: the batches it prefetched and the rank never received
+    end with the process, and nothing else gives their items back before
+    the lease expires (the next epoch would end without them). So it does,
+    as it exits. Its records ran out: the DataLoader ends it as soon as it
+    hears so, while batches it read may still wait there behind a slower
+    sibling's; the rank trains on them and completes their items, so they
+    stay leased for it (given back, they were read a second time).
+    """
+
+    def __init__(self, queue: WorkQueue, epoch: int):
+        self.queue, self.epoch, self.ended = queue, epoch, False
+        multiprocessing.util.Finalize(self, self._exit, exitpriority=10)
+
+    def read_all(self) -> None:
+        self.ended = True
+        self.queue.leave_handed()
+
+    def _exit(self) -> None:
+        if not self.ended:
+            self.queue.release_unfinished(f"epoch {self.epoch} stopped before the rank trained on this item")
 
 
 class SyncLoader:
@@ -180,15 +205,13 @@ class SyncLoader:
             dataset, batch_size=self.batch_size, num_workers=self.num_workers, collate_fn=collate, **self.loader_kwargs
         )
 
-    def _ahead(self, loader: DataLoader) -> Ahead:
-        # Without loader processes the main process reads: on a thread, so
-        # that the next batch's takes and reads overlap this step. Loader
-        # processes already read ahead (prefetch_factor).
-        return Ahead(loader, depth=AHEAD_BATCHES if self.num_workers == 0 else 0, name="shardline-sync-ahead")
+    def _ahead(self, loader: DataLoader, depth: int) -> Ahead:
+        return Ahead(loader, depth=depth if self.num_workers == 0 else 0, name="shardline-sync-ahead")
 
     def _planned(self, plan: sync.EpochPlan, meter: stall.Meter):
         produced = 0
-        ahead = self._ahead(self._loader(plan, self.collate_fn))
+        # Read on this thread: the reading takes its leases ahead (AHEAD_LEASES).
+        ahead = self._ahead(self._loader(plan, self.collate_fn), 0)
         try:
             for batch in stall.timed(ahead, meter):
                 produced += 1
@@ -206,7 +229,10 @@ class SyncLoader:
 
     def _agreed(self, plan: sync.EpochPlan, meter: stall.Meter):
         ledger = sync.Ledger(self.queue.handed_leases(), self.stats)
-        ahead = self._ahead(self._loader(plan, _HandedCollate(self.collate_fn)))
+        # Without loader processes the main process reads: on a thread, so
+        # that the next batch's takes and reads overlap this step (records
+        # handed over are acknowledged by the ledger, not by a take ahead).
+        ahead = self._ahead(self._loader(plan, _HandedCollate(self.collate_fn)), AHEAD_BATCHES)
         try:
             while True:
                 meter.wait()

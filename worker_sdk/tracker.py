@@ -15,6 +15,9 @@ end). So no record is read on both sides of a cut, and none is left unread.
 from __future__ import annotations
 
 import threading
+from typing import Iterable
+
+from .protocol import Lease
 
 
 class RangeTracker:
@@ -75,3 +78,36 @@ class RangeTracker:
             self.end = min(self.end, self._next)
             self._cut = None
             self._lock.notify_all()
+
+
+class Budget:
+    """How many records a consumer may still claim (a synchronous rank's quota for one epoch)."""
+
+    def __init__(self, records: int):
+        self.left = records
+        # A claim and its count here are one step for ``free``, which a
+        # take ahead sizes itself by while the consumer claims on.
+        self._lock = threading.Lock()
+
+    def claim(self, tracker: RangeTracker, position: int) -> bool:
+        """``tracker.try_claim(position)``, counted here when it succeeds."""
+        with self._lock:
+            if not tracker.try_claim(position):
+                return False
+            self.left -= 1
+            return True
+
+    def free(self, held: Iterable[tuple[Lease, RangeTracker | None]]) -> int:
+        """The records a take may still lease: those left, less those of ``held`` leases not claimed yet.
+
+        ``held``: each lease with the tracker of its reader, or None when
+        nothing of it is read yet (taken ahead).
+        """
+        with self._lock:
+            unclaimed = 0
+            for lease, tracker in held:
+                if tracker is not None:
+                    unclaimed += tracker.end - tracker.position
+                elif lease.start is not None and lease.end is not None:
+                    unclaimed += lease.end - lease.start
+            return self.left - unclaimed
