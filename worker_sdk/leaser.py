@@ -139,6 +139,11 @@ class Leaser:
         with self._lock:
             self._trackers.pop(lease.id, None)
 
+    def tracker(self, lease_id: int) -> RangeTracker | None:
+        """The tracker of the record range being read under ``lease_id``; None when none is read now."""
+        with self._lock:
+            return self._trackers.get(lease_id)
+
     def hand_first(self, leases: list[Lease]) -> None:
         """Leases to hand out before taking any: held (and heartbeated) from now, local ones aside."""
         with self._lock:

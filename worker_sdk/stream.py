@@ -99,9 +99,6 @@ class Stream:
         # take asks for no more, and each record claimed counts.
         self.budget: Budget | None = None
         self.open: collections.deque[Lease] = collections.deque()
-        # The trackers of the record ranges its reader claims now, by lease
-        # id: what they have not claimed yet is held against the budget.
-        self._reading: dict[int, RangeTracker] = {}
         self.ended = False
         # Counts restores (reset()): a lease taken ahead before one is fenced,
         # and its consumer must not read it (worker_sdk.look_ahead).
@@ -221,10 +218,15 @@ class Stream:
         return TakeScope(self.upto_epoch, self.from_epoch, self.sync, self._records_left())
 
     def _records_left(self) -> int | None:
-        """The budget less the records of its leases not claimed yet (taken ahead, or being read)."""
+        """The budget less the records of its leases not claimed yet (taken ahead, or being read).
+
+        A lease between its reader's end and leaving ``open`` counts whole:
+        too few records asked for, never too many.
+        """
         if self.budget is None:
             return None
-        return self.budget.free([(lease, self._reading.get(lease.id)) for lease in list(self.open)])
+        leaser = self._leaser()
+        return self.budget.free([(lease, leaser.tracker(lease.id)) for lease in list(self.open)])
 
     def _say_paused(self, paused: str | None) -> None:
         if paused and paused != self._paused:
@@ -288,8 +290,6 @@ class Stream:
         reader of ``worker_sdk.readers`` yields them.
         """
         tracker = self.track(lease) if lease.start is not None and lease.end is not None else None
-        if tracker is not None:
-            self._reading[lease.id] = tracker
         iterator = iter(records)
         position = lease.start
         last = _NOTHING
@@ -305,12 +305,10 @@ class Stream:
         except GeneratorExit:
             self._untrack(lease, tracker)
             self.settle(lease, "the consumer stopped before finishing this item")
-            self._reading.pop(lease.id, None)
             raise
         except Exception as exc:
             self._untrack(lease, tracker)
             self.settle(lease, f"{type(exc).__name__}: {exc}")
-            self._reading.pop(lease.id, None)
             raise
         finally:
             close = getattr(iterator, "close", None)
@@ -324,8 +322,6 @@ class Stream:
             self.consumed(lease)
         else:
             self.settle(lease)
-        # Out of ``open`` first: until then the budget counts what it left unread.
-        self._reading.pop(lease.id, None)
         if last is not _NOTHING:
             yield last
 

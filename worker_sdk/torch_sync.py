@@ -101,7 +101,7 @@ class _LoaderEnd:
 
     def __init__(self, queue: WorkQueue, epoch: int):
         self.queue, self.epoch, self.ended = queue, epoch, False
-        multiprocessing.util.Finalize(self, self._exit, exitpriority=10)
+        multiprocessing.util.Finalize(None, self._exit, exitpriority=10)  # at the process's exit
 
     def read_all(self) -> None:
         self.ended = True
