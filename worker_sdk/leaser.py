@@ -1,14 +1,12 @@
 """A process's leases on one job: the one owner of what the process holds.
 
 ``Leaser`` takes items, acknowledges finished ones, fails given-up ones and
-keeps every held lease alive with a heartbeat thread. Streams (stream.py)
+keeps every held lease alive with its ``Heartbeat`` (heartbeat.py), which
+reads what is held through the methods below. Streams (stream.py)
 decide *when* an item is finished; only the leaser talks to the server about
 leases, so no lease can be forgotten between the two: a finished lease stays
 held (and heartbeated) until the server has acknowledged it, however many
 requests that takes.
-
-Its heartbeats also carry the process's end-of-queue mark (worker_sdk.at_end)
-to every job the process holds leases of.
 
 A lease handed to another process with its records (synchronous training:
 worker_sdk.sync) is completed or given back by that process
@@ -20,30 +18,21 @@ from __future__ import annotations
 
 import collections
 import logging
-import random
 import threading
 from typing import Callable
 
 from . import at_end, errors, stall
 from .client import Client
-from .protocol import MAX_TAKE_WAIT, Completion, Lease, TakeAnswer, TakeRequest, TakeScope
+from .heartbeat import Heartbeat
+from .protocol import Completion, Lease, TakeAnswer, TakeRequest, TakeScope
 from .tracker import RangeTracker
 
 log = logging.getLogger("worker_sdk")
 
-# Heartbeat pace while reading a record range, until the server says its own.
-RANGE_HEARTBEAT = 1.0
 # Seconds a take that finds nothing may wait on the server for work (it
-# answers as soon as some comes, or the queue ends), and a heartbeat of
-# record ranges for a split request; a server over WSGI answers at once.
+# answers as soon as some comes, or the queue ends); a server over WSGI
+# answers at once.
 TAKE_WAIT = 20.0
-HEARTBEAT_WAIT = 3.0
-# The longest wait between a failing heartbeat's retries. The transport's
-# backoff grows to 5 s, and once a restarted server was back the leases ran
-# out behind it: a web server's outage under the service clock's GAP is not
-# given back, so a beat, the outage and the retry must fit in a lease.
-HEARTBEAT_RETRY_PACE = 1.0
-GIVE_BACK_PAUSE = 0.05
 GIVE_BACK_REASON = "taken ahead and not started; given back to a worker with nothing to read"
 
 
@@ -94,27 +83,7 @@ class Leaser:
         # the next take, which tells the server not to ask for them.
         self._unstarted: dict[int, Callable[[], bool]] = {}
         self._started: set[int] = set()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self.interval = max(0.2, lease_timeout / 3)
-        # The server's pace for holders of record ranges (a split should land
-        # soon); until it has said, RANGE_HEARTBEAT.
-        self._range_interval = RANGE_HEARTBEAT
-        # Whether the server holds heartbeats (ASGI: the last one waited all it
-        # asked), and whether one is on its way: a lease taken while none is
-        # starts one, so that the server holds this process's connection
-        # from its first lease (until a server says otherwise, assume it does).
-        self._server_waits = True
-        self._beating = False
-        # A waiting mark on its way in a heartbeat of its own (wake()), and
-        # whether a newer one came meanwhile.
-        self._marking = False
-        self._mark_again = False
-        # The consumer's data stall (worker_sdk.stall), sent with the heartbeats.
-        self._stall = stall.Report(job_id, self.consumer)
-        self._thread = threading.Thread(target=self._heartbeat, name=f"shardline-heartbeat-{name}", daemon=True)
-        self._thread.start()
-        at_end.watch(self)  # its heartbeats carry the process's end-of-queue mark
+        self._heartbeat = Heartbeat(self, lease_timeout)
 
     # -- what the process holds --------------------------------------------------
 
@@ -128,7 +97,7 @@ class Leaser:
         tracker = RangeTracker(lease.start, lease.end)
         with self._lock:
             self._trackers[lease.id] = tracker
-        self._wake.set()  # report the position at the pace of record ranges from now on
+        self._heartbeat.reading()
         return tracker
 
     def stall_clock(self) -> stall.Clock:
@@ -205,13 +174,13 @@ class Leaser:
             self._started.difference_update(started)
             for lease in leases:
                 self._held[lease.id] = lease
-            if leases and self._server_waits and not self._beating:
-                self._wake.set()
+        if leases:
+            self._heartbeat.leased()
         if self.on_leased is not None:
             for lease in leases:
                 self.on_leased(lease)
         for lease_id in answer.lost:
-            self._lost(lease_id, "its completion was refused")
+            self.lost(lease_id, "its completion was refused")
         return leases, answer
 
     def hold_ahead(self, lease: Lease, claim: Callable[[], bool]) -> bool:
@@ -265,7 +234,7 @@ class Leaser:
             self._reported_lost.add(lease.id)
         return released
 
-    def _asked_back(self, lease_id: int) -> None:
+    def asked_back(self, lease_id: int) -> None:
         """A worker with nothing to read asks for a lease taken ahead: it goes unless its consumer started it."""
         with self._lock:
             claim, lease = self._unstarted.pop(lease_id, None), self._held.get(lease_id)
@@ -391,7 +360,7 @@ class Leaser:
             try:
                 self.client.split(lease.id, lease.token, position)
             except errors.LeaseLostError:
-                self._lost(lease.id, "its cut was refused")
+                self.lost(lease.id, "its cut was refused")
                 return
             except errors.ShardlineError as exc:
                 log.warning("work queue %s: could not give back the rest of lease %s: %s", self.name, lease.id, exc)
@@ -404,7 +373,7 @@ class Leaser:
         try:
             send()
         except errors.LeaseLostError:
-            self._lost(lease.id, refused)
+            self.lost(lease.id, refused)
         finally:
             self._stop_sending([lease])
         with self._lock:
@@ -424,7 +393,8 @@ class Leaser:
                 tracker.stop()  # its records are read again from the snapshot's position
             self._trackers.clear()
 
-    def _lost(self, lease_id: int, why: str) -> None:
+    def lost(self, lease_id: int, why: str) -> None:
+        """``lease_id`` is this process's no more (the server refused it): forget it, say so once."""
         with self._lock:
             self._held.pop(lease_id, None)
             self._finished.pop(lease_id, None)
@@ -450,145 +420,7 @@ class Leaser:
             why,
         )
 
-    # -- heartbeat -----------------------------------------------------------------
-
-    def wake(self) -> None:
-        """Heartbeat now (the process started or stopped waiting).
-
-        A heartbeat the server holds cannot be called back: the mark then
-        goes in one of its own, at once, and the held one goes on.
-        """
-        with self._lock:
-            beating = self._beating
-            if beating and self._marking:
-                self._mark_again = True  # the sender on its way sends the newest mark again
-                return
-            self._marking = beating
-        if not beating:
-            self._wake.set()
-            return
-        threading.Thread(target=self._mark_now, name=f"shardline-mark-{self.name}", daemon=True).start()
-
-    def _mark_now(self) -> None:
-        """Sends the process's mark until no newer one came meanwhile (one sender at a time: marks stay in order)."""
-        while True:
-            with self._lock:
-                self._mark_again = False
-                held = [(lease.id, lease.token) for lease in self._held.values() if lease.id not in self._sending]
-            if held:
-                try:
-                    # What else it answers (lost leases, splits) the held
-                    # heartbeat and the next bring too.
-                    retry_pace = min(self.interval, HEARTBEAT_RETRY_PACE)
-                    self.client.extend(held, waiting=at_end.process_waits(), retry_pace=retry_pace)
-                except errors.ShardlineError as exc:
-                    log.warning("work queue %s: heartbeat failed: %s", self.name, exc)
-            with self._lock:
-                if not self._mark_again:
-                    self._marking = False
-                    return
-
-    def _heartbeat(self) -> None:
-        again = False  # the last heartbeat waited on the server all it asked: beat again at once
-        # It brought give-backs: the next goes soon (the server answers it at
-        # once while one it refused is still asked of it, until the take that
-        # says the lease started clears it) to be held again.
-        soon = False
-        failing = False  # the last one did not reach the server: the next goes within HEARTBEAT_RETRY_PACE
-        while not self._stop.is_set():
-            with self._lock:
-                ranges = bool(self._trackers)
-            pace = self._stall.pace(min(self.interval, self._range_interval) if ranges else self.interval)
-            if failing:
-                # Full jitter, as the transport's backoff: a thousand processes do not retry in step.
-                pace = random.uniform(0, min(self.interval, HEARTBEAT_RETRY_PACE))
-            self._wake.wait(0.0 if again else GIVE_BACK_PAUSE if soon else pace)
-            self._wake.clear()
-            again = soon = False
-            if self._stop.is_set():
-                return
-            with self._lock:
-                held = [lease for lease in self._held.values() if lease.id not in self._sending]
-                trackers = {lease.id: self._trackers.get(lease.id) for lease in held}
-                started = [lease.id in self._started for lease in held]
-            if not held:
-                continue
-            positions = [None if trackers[lease.id] is None else trackers[lease.id].position for lease in held]
-            report = self._stall.due()
-            with self._lock:
-                self._beating = True
-            try:
-                # The server holds the heartbeat for its pace, and the next
-                # one leaves as it returns: as many heartbeats as unheld ones
-                # at that pace, and a connection of this process open all the
-                # while it holds leases. A process that dies drops it, so its
-                # leases go back at once, not a lease timeout later. Reading
-                # record ranges, it is held HEARTBEAT_WAIT at the most and
-                # returns early for a split asked of one of them. A server
-                # over WSGI answers at once and says when to beat again.
-                hold = min(self.interval, HEARTBEAT_WAIT) if any(trackers.values()) else min(pace, MAX_TAKE_WAIT)
-                # Not retried as it was sent: the next one carries every
-                # lease held then, taken since included, and a holder whose
-                # held heartbeat dropped keeps only what it beats for again
-                # (the server's holder_gone.sql).
-                answer = self.client.extend(
-                    [(lease.id, lease.token) for lease in held],
-                    waiting=at_end.process_waits(),
-                    positions=positions,
-                    wait=hold,
-                    stall=report,
-                    retry=False,
-                    restartable=self.restartable,
-                    started=started,
-                )
-                self._stall.sent(report)
-                with self._lock:  # the server knows: no take need say it again
-                    self._started.difference_update(lease.id for lease, was in zip(held, started) if was)
-                if failing:
-                    failing = False
-                    log.info("work queue %s: heartbeats reach the server again", self.name)
-                for lease_id, at in answer.get("splits", {}).items():
-                    # Also leases taken since the heartbeat left: the server
-                    # answers for every lease of this worker a split was asked of.
-                    with self._lock:
-                        lease, tracker = self._held.get(int(lease_id)), self._trackers.get(int(lease_id))
-                    if lease is not None and tracker is not None:
-                        self._answer_split(lease, tracker, at, answer.get("split_min_records", 1))
-            except errors.ConnectionError as exc:
-                if not failing:
-                    log.warning("work queue %s: heartbeat failed, retrying: %s", self.name, exc)
-                failing = True
-                continue
-            except errors.ShardlineError as exc:
-                log.warning("work queue %s: heartbeat failed: %s", self.name, exc)
-                continue
-            finally:
-                with self._lock:
-                    self._beating = False
-            for lease_id in answer.get("give_back", []):
-                self._asked_back(int(lease_id))
-                soon = True
-            for lease_id in answer.get("done", []):
-                with self._lock:  # completed by the process it was handed to (worker_sdk.sync)
-                    self._held.pop(int(lease_id), None)
-            interval = answer.get("heartbeat_in")
-            self._range_interval = RANGE_HEARTBEAT if interval is None else float(interval)
-            held_back = interval == 0  # a held heartbeat comes back with 0, one answered at once without
-            finished = bool(answer.get("done"))
-            if held_back or (interval is None and not finished):
-                self._server_waits = held_back
-            # What it carried was finished meanwhile (nothing to hold it for):
-            # the next goes at once, for what is held now.
-            again = held_back or finished
-            sent = {lease.id: lease for lease in held}
-            for lease_id in answer.get("lost", []):
-                lease = sent.get(int(lease_id))
-                # Not one acknowledged while the heartbeat was on its way, nor
-                # the item leased again since under a new token.
-                if lease is not None and self._holds(lease):
-                    self._lost(lease.id, "the heartbeat was refused")
-
-    def _holds(self, lease: Lease) -> bool:
+    def holds(self, lease: Lease) -> bool:
         """Whether ``lease`` (its token, not only its item) is held and not being acknowledged."""
         with self._lock:
             held = self._held.get(lease.id)
@@ -605,48 +437,37 @@ class Leaser:
         self._held.pop(lease.id, None)
         return True
 
-    def _answer_split(self, lease: Lease, tracker: RangeTracker, at: int, min_records: int) -> None:
-        """Answers a split asked of ``lease``: stop at ``at`` or where the reader is, or refuse.
+    # -- what the heartbeat reads and hears ---------------------------------------
 
-        The answer is sent until the server has taken it or the lease is
-        lost: a cut is idempotent, and until its outcome is known the reader
-        waits at the point (it can neither read on nor stop there safely).
-        """
-        end = tracker.end
-        point = tracker.try_split(at, min_records)
-        while True:
-            try:
-                self.client.split(lease.id, lease.token, end if point is None else point)  # the end: a refusal
-            except errors.LeaseLostError:
-                tracker.settle_split(False)
-                if self._holds(lease):
-                    self._lost(lease.id, "its split was refused")
-                return
-            except errors.APIError as exc:
-                if exc.status and exc.status < 500:  # refused: nothing was cut
-                    log.warning("work queue %s: split of lease %s refused: %s", self.name, lease.id, exc)
-                    tracker.settle_split(False)
-                    return
-                retry = exc
-            except errors.ShardlineError as exc:
-                retry = exc
-            else:
-                tracker.settle_split(point is not None)
-                if point is not None:
-                    log.info(
-                        "work queue %s: lease %s split at record %s; records [%s, %s) went to another worker",
-                        self.name,
-                        lease.id,
-                        point,
-                        point,
-                        end,
-                    )
-                return
-            if point is None or self._stop.wait(1.0):
-                tracker.settle_split(False)  # a refusal changes nothing; a closing queue stops asking
-                return
-            log.warning("work queue %s: answering a split of lease %s failed, retrying: %s", self.name, lease.id, retry)
+    def to_heartbeat(self) -> list[tuple[Lease, RangeTracker | None, bool]]:
+        """Each lease held and not being acknowledged, its range's tracker if one is read, and whether its consumer started it."""
+        with self._lock:
+            return [
+                (lease, self._trackers.get(lease.id), lease.id in self._started)
+                for lease in self._held.values()
+                if lease.id not in self._sending
+            ]
+
+    def reads_ranges(self) -> bool:
+        """Whether a record range is being read under a lease of this leaser."""
+        with self._lock:
+            return bool(self._trackers)
+
+    def range_read(self, lease_id: int) -> tuple[Lease, RangeTracker] | None:
+        """The lease held as ``lease_id`` and its range's tracker, when that range is being read."""
+        with self._lock:
+            lease, tracker = self._held.get(lease_id), self._trackers.get(lease_id)
+        return None if lease is None or tracker is None else (lease, tracker)
+
+    def started_known(self, lease_ids: list[int]) -> None:
+        """The server heard that these leases started: no take need say it again."""
+        with self._lock:
+            self._started.difference_update(lease_ids)
+
+    def done_elsewhere(self, lease_id: int) -> None:
+        """The process ``lease_id`` was handed to completed it (worker_sdk.sync): it is held no more."""
+        with self._lock:
+            self._held.pop(lease_id, None)
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
+        self._heartbeat.stop()

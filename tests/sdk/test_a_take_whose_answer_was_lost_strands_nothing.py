@@ -53,11 +53,10 @@ def test_a_closed_queue_reconnects_and_heartbeats_again_when_used(sdk_env):
     stopped = queue._leaser_obj
     queue.close()
     assert queue._client.transport._session is None  # its connections are closed
-    stopped._thread.join(timeout=10)
-    assert not stopped._thread.is_alive()
+    assert stopped._heartbeat.join(timeout=10)  # its heartbeat thread ended
 
     iterator = queue.items()
     assert next(iterator) == "/b"
-    assert queue._leaser_obj is not stopped and queue._leaser_obj._thread.is_alive()
+    assert queue._leaser_obj is not stopped and queue._leaser_obj._heartbeat.alive()
     assert list(iterator) == ["/c"]
     assert queue.watermarks()["state"] == "done"
