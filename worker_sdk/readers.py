@@ -77,24 +77,20 @@ def records(
             return
         yield from _parquet_rows(piece)
         return
-    reader = _tfrecords if piece.format == "tfrecord" else _lines
+    reader, skip = (_tfrecords, _skip_tfrecords) if piece.format == "tfrecord" else (_lines, _skip_lines)
     with _open(piece.path) as handle:
         if piece.start is None:
             yield from reader(handle)
             return
         if offset is not None:
             handle.seek(offset)
-            skip = 0
         elif seek is not None and seek[0] <= piece.start:
             handle.seek(seek[1])
-            skip = piece.start - seek[0]
+            skip(handle, piece.start - seek[0], seek[1])
         else:
-            skip = piece.start
+            skip(handle, piece.start, 0)
         produced = 0
         for record in reader(handle):
-            if skip:
-                skip -= 1
-                continue
             if produced == piece.end - piece.start:
                 return
             produced += 1
@@ -103,6 +99,57 @@ def records(
             raise ValueError(
                 f"{item}: the file ended after {produced} of the slice's {piece.end - piece.start} records"
             )
+
+
+# Bytes read at a time while skipping lines to a slice's first record, and
+# searched at a time for the last of them.
+SKIP_CHUNK = 64 * 1024
+SKIP_BLOCK = 4 * 1024
+
+
+def _skip_lines(handle, count: int, at: int) -> None:
+    """Moves ``handle``, now at byte ``at``, past ``count`` lines.
+
+    Line ends are counted by ``bytes.count``, a chunk at a time, not line
+    by line in Python: a slice without its byte offset (one named in a
+    job's works) skips every record before it, which cost as much as
+    reading them (bench/RESULTS.md). A file that ends first is left at its
+    end: the caller then finds too few records and says so.
+    """
+    while count:
+        chunk = handle.read(SKIP_CHUNK)
+        if not chunk:
+            return
+        ends = chunk.count(b"\n")
+        if ends < count:
+            count -= ends
+            at += len(chunk)
+            continue
+        # The line end sought is in this chunk: find its block, then its
+        # byte (the shortest prefix of the block that holds the rest).
+        block = 0
+        while (ends := chunk.count(b"\n", block, block + SKIP_BLOCK)) < count:
+            count -= ends
+            block += SKIP_BLOCK
+        low, high = block + 1, min(block + SKIP_BLOCK, len(chunk))
+        while low < high:
+            middle = (low + high) // 2
+            if chunk.count(b"\n", block, middle) < count:
+                low = middle + 1
+            else:
+                high = middle
+        handle.seek(at + low)
+        return
+
+
+def _skip_tfrecords(handle, count: int, at: int) -> None:
+    """Moves ``handle`` past ``count`` TFRecords, reading their headers only (``at``: unused, as ``_skip_lines``)."""
+    for _ in range(count):
+        header = handle.read(12)
+        if len(header) < 12:
+            return  # the file ended: the caller finds too few records
+        (length,) = struct.unpack("<Q", header[:8])
+        handle.seek(length + 4, 1)  # the data and its footer's checksum
 
 
 def _lines(handle):
