@@ -169,6 +169,60 @@ def _consumer(k, mode, target, job_name, slices, speed, events, start_value, sta
         out.put((k, [], None, f"{type(error).__name__}: {error}"))
 
 
+def start_service(context, mode: str, timeout: float):
+    """The dispatcher (and, in "shared" mode, the one worker) in a child process: (process, target, stop event)."""
+    ready, stop = context.Queue(), context.Event()
+    server = context.Process(target=_server, args=(mode, ready, stop), daemon=True)
+    server.start()
+    try:
+        status, target = ready.get(timeout=max(1.0, timeout))
+    except queue_lib.Empty:
+        server.kill()
+        raise TimeoutError(f"tf.data service did not start within {timeout} s") from None
+    if status != "ok":
+        server.kill()
+        raise RuntimeError(f"tf.data service failed to start: {target}")
+    return server, target, stop
+
+
+def item_consumer(worker: str, target: str, job_name: str, items: int, cost: float, start, out) -> None:
+    """Child process: a colocated tf.data worker and its consumer, reading whole items (one split each).
+
+    Streams ("ready" | "start" | "done" | "finished", worker, item, time)
+    to ``out``, as bench/dead_worker.py's Shardline consumers do, so a
+    consumer SIGKILLed mid-item shows what it had started.
+    """
+    _quiet_tf()
+    import tensorflow as tf
+
+    service = tf.data.experimental.service
+    server = service.WorkerServer(
+        service.WorkerConfig(dispatcher_address=target.split("://", 1)[1], heartbeat_interval_ms=_WORKER_HEARTBEAT_MS)
+    )
+    dataset = _dataset(tf, [1] * items).apply(
+        service.distribute(
+            processing_mode=service.ShardingPolicy.DYNAMIC,
+            service=target,
+            job_name=job_name,
+            compression=None,
+            target_workers="LOCAL",
+        )
+    )
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    iterator = iter(dataset.with_options(options))
+    out.put(("ready", worker, None, None))
+    start.wait()
+    for item, _record in iterator:
+        item = f"/items/{int(item):04d}"
+        out.put(("start", worker, item, time.time()))
+        time.sleep(cost)
+        out.put(("done", worker, item, time.time()))
+    out.put(("finished", worker, None, time.time()))
+    del iterator
+    server.stop()
+
+
 def run(slices: list[list[float]], speeds: list[float], timeout: float = 300, *, mode: str = "colocated") -> dict:
     """Read `slices` with len(speeds) consumer processes through one tf.data
     service job (DYNAMIC sharding; split = one slice), consumer k sleeping
@@ -185,14 +239,9 @@ def run(slices: list[list[float]], speeds: list[float], timeout: float = 300, *,
     deadline = time.time() + timeout
     slices = [[float(c) for c in s] for s in slices]
     context = multiprocessing.get_context("spawn")
-    server_ready, stop = context.Queue(), context.Event()
-    server = context.Process(target=_server, args=(mode, server_ready, stop), daemon=True)
+    server, target, stop = start_service(context, mode, deadline - time.time())
     processes = [server]
-    server.start()
     try:
-        status, target = server_ready.get(timeout=max(1.0, deadline - time.time()))
-        if status != "ok":
-            raise RuntimeError(f"tf.data service failed to start: {target}")
         events, out = context.Queue(), context.Queue()
         start_value, start_event = context.Value("d", 0.0), context.Event()
         job_name = f"longtail-{uuid.uuid4().hex[:12]}"
