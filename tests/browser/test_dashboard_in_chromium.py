@@ -93,6 +93,7 @@ def shot(page, name):
 
 
 def start_sdk_worker(live_server_url, key, name, works, worker, cost):
+    # Each item costs ``cost`` seconds of work: a fast and a slow worker, whose progress the page shows.
     code = (
         "import sys, time; from worker_sdk import WorkQueue\n"
         f"q = WorkQueue({works!r}, name={name!r}, worker={worker!r})\n"

@@ -35,7 +35,7 @@ def main():
     )
     for item in queue.items():
         print(f"{time.time():.3f} start {item}", flush=True)
-        time.sleep(args.cost)
+        time.sleep(args.cost)  # the item's work: the window a kill falls in
         print(f"{time.time():.3f} done {item}", flush=True)
     print(f"{time.time():.3f} finished", flush=True)
 

@@ -130,7 +130,7 @@ class Served:
     def kill_and_restart(self, down: float) -> None:
         """Every web process SIGKILLed, down for ``down`` seconds, then a new server on the same port."""
         self.server.kill()
-        time.sleep(down)
+        time.sleep(down)  # the outage itself: no web process for that long
         restarted = ServerProcess(self.pg.url, workers=2)
         restarted.port, restarted.url = self.server.port, self.server.url
         self.server = restarted.start()

@@ -44,7 +44,7 @@ def out(*words):
 
 
 def pause(cost):
-    time.sleep(random.uniform(0, cost))
+    time.sleep(random.uniform(0, cost))  # the loop's work on an item, of random length
 
 
 def read_lines(path):

@@ -137,7 +137,7 @@ def hung_stacks(children) -> str:
     for child in children:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGUSR1)
-    time.sleep(2)
+    time.sleep(2)  # no marker to wait on: the dumps go to the pipes read after the kill; a grace to write them
     report = []
     for child in children:
         try:

@@ -25,12 +25,12 @@ COMPUTE = READ / 4
 def slow_lines(path: str):
     with open(path) as handle:
         for line in handle:
-            time.sleep(READ)
+            time.sleep(READ)  # the reader's work: 4x the model's
             yield line.strip()
 
 
 def model(_batch) -> None:
-    time.sleep(COMPUTE)
+    time.sleep(COMPUTE)  # the model's work
 
 
 def attached(queue: WorkQueue) -> WorkQueue:

@@ -53,7 +53,8 @@ def test_look_ahead_0_takes_each_item_when_the_loop_asks(sdk_env):
     iterator = queue.items()
     assert next(iterator) == "/a"
     assert next(iterator) == "/b"
-    time.sleep(0.3)  # what a look-ahead would have leased by now; nothing should come
+    # Nothing should come, so there is no marker to wait on: as long as a look-ahead would take to lease the next.
+    time.sleep(0.3)
     assert counts(queue) == (1, 1, 1)
     iterator.close()
     assert counts(queue) == (1, 0, 2)

@@ -26,12 +26,12 @@ def main():
     def reader(lease):
         with open(lease.item) as handle:
             for line in handle:
-                time.sleep(args.read)
+                time.sleep(args.read)  # the reader's pace: the condition under test
                 yield line
 
     for work in queue.ranges():
         for _record in work.records(reader):
-            time.sleep(args.compute)
+            time.sleep(args.compute)  # the model's work on a record
     queue.close()
     print("finished", flush=True)
 

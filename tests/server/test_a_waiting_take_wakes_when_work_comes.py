@@ -70,10 +70,19 @@ def started_waiting(api: Api, job_id: int, worker: str, consumer: str | None = N
     return waiting
 
 
-def worker_waits(api: Api, job_id: int, worker: str) -> bool:
+def worker_rows(api: Api, job_id: int) -> list[dict]:
     rows = api.get(f"/api/v1/workers/?job={job_id}").json()
-    rows = rows.get("results", rows) if isinstance(rows, dict) else rows
-    return any(row["name"] == worker and row.get("waiting_since") for row in rows)
+    return rows.get("results", rows) if isinstance(rows, dict) else rows
+
+
+def worker_waits(api: Api, job_id: int, worker: str) -> bool:
+    return any(row["name"] == worker and row.get("waiting_since") for row in worker_rows(api, job_id))
+
+
+def last_seen(api: Api, job_id: int, worker: str) -> str:
+    """When the server last saw ``worker`` (its takes and heartbeats mark it)."""
+    (seen,) = [row["last_seen"] for row in worker_rows(api, job_id) if row["name"] == worker]
+    return seen
 
 
 @pytest.fixture
@@ -107,9 +116,12 @@ def test_a_split_wakes_the_holders_heartbeat_and_then_the_waiting_take(api):
         heartbeat["answer"] = api.post("/api/v1/leases/extend/", {"leases": [ref], "wait": WAIT}).json()
         heartbeat["seconds"] = time.monotonic() - began
 
+    seen = last_seen(api, job_id, "holder")
     beating = threading.Thread(target=beat, daemon=True)
     beating.start()
-    time.sleep(0.3)  # the heartbeat is held on the server, waiting for a split request
+    # The heartbeat has run (it marked its holder seen) and found no split
+    # asked: the server holds it, and a split asked from now on wakes it.
+    wait_until(lambda: last_seen(api, job_id, "holder") != seen, 10, 0.02, "the heartbeat to reach the server")
     waiting = Waiting(api, job_id, "idle")
     waiting.start()  # finds nothing, asks for a split, waits
     beating.join(WAIT + 10)

@@ -36,7 +36,7 @@ def lease_worker(base: str, key: str, job_id: int, name: str, out_path: str, sta
         if result["exhausted"]:
             break
         if not held:
-            time.sleep(result["retry_after"] or 0.05)
+            time.sleep(result["retry_after"] or 0.05)  # a worker's pause when nothing came, as the server asks
     with open(out_path, "w") as handle:
         json.dump({"worker": name, "completed": completed}, handle)
 

@@ -40,4 +40,4 @@ def drain(api, job_id):
         if result["exhausted"]:
             return leases
         if not result["leases"]:
-            time.sleep(result["retry_after"] or 0.05)
+            time.sleep(result["retry_after"] or 0.05)  # a reader's pause when nothing came, as the server asks

@@ -45,7 +45,7 @@ def main():
             print("read", path.decode(), flush=True)
             if steps == args.crash_after:
                 print("crash-point", flush=True)
-                time.sleep(600)
+                time.sleep(600)  # hangs here until the test kills it: the crash under test
     print("finished", flush=True)
 
 

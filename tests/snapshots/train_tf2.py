@@ -49,7 +49,7 @@ def main():
             print("saved", flush=True)
         if count == args.crash_after:
             print("crash-point", flush=True)
-            time.sleep(600)
+            time.sleep(600)  # hangs here until the test kills it: the crash under test
     print("finished", flush=True)
 
 

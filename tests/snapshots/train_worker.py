@@ -37,7 +37,7 @@ def main():
             item = queue.take()
         except tf.errors.OutOfRangeError:
             break
-        time.sleep(args.cost)
+        time.sleep(args.cost)  # the item's work
         step.assign_add(1)
         count += 1
         print("read", item.numpy().decode(), flush=True)
@@ -46,7 +46,7 @@ def main():
             print("saved", flush=True)
         if count == args.crash_after:
             print("crash-point", flush=True)
-            time.sleep(600)
+            time.sleep(600)  # hangs here until the test kills it: the crash under test
     print("finished", flush=True)
 
 

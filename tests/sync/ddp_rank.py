@@ -82,7 +82,7 @@ def main():
             loss.backward()  # DDP all-reduces the gradients: every rank must be here
             optimizer.step()
             if rank == args.slow_rank:
-                time.sleep(args.slow)
+                time.sleep(args.slow)  # the slow rank's step: the straggler under test
             out += [f"read {epoch} {record.decode() if isinstance(record, bytes) else record}\n" for record in batch]
         stats = loader.stats
         report.write(f"epoch {epoch} steps {stats.steps} dropped {loader.plan.dropped} reread {stats.reread}\n")

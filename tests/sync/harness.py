@@ -56,7 +56,7 @@ def torchrun(sdk_env, ranks: int, args: list[str], out, max_restarts: int = 0, t
         family = psutil.Process(run.pid).children(recursive=True)
         for process in family:
             process.send_signal(signal.SIGUSR1)  # every rank and loader dumps its threads' stacks (ddp_rank.py)
-        time.sleep(3)
+        time.sleep(3)  # no marker to wait on: the dumps go to the pipe read after the kill; a grace to write them
         for process in [psutil.Process(run.pid), *family]:
             try:
                 process.kill()

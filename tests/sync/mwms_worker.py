@@ -47,7 +47,7 @@ def main():
     def reader(item):
         for record in readers.records(item):
             if args.slow:
-                time.sleep(args.slow)
+                time.sleep(args.slow)  # the slow worker's reading: the straggler under test
             log.write(f"read {record.decode()}\n")
             yield record
 

@@ -27,7 +27,7 @@ def slow_first_loader(item):
     slow = get_worker_info().id == 0
     for record in readers.records(item):
         if slow:
-            time.sleep(0.02)
+            time.sleep(0.02)  # loader 0's slow read: the condition under test
         yield record
 
 

@@ -103,7 +103,7 @@ def test_a_worker_killed_mid_epoch_and_both_started_again_resume_with_exactly_th
     first_try = start_workers(sdk_env, cluster, args, tmp_path, 0, {1: ["--die-at", "1:4"]})
     try:
         assert first_try[1].wait(timeout=200) == -signal.SIGKILL, first_try[1].communicate()[0][-3000:]
-        time.sleep(1)
+        time.sleep(1)  # worker 0 stuck alone in its collective a while, until the cluster manager stops it
     finally:
         for child in first_try:
             child.kill()

@@ -64,7 +64,7 @@ def main():
 
     def use(record):
         nonlocal read
-        time.sleep(args.delay)
+        time.sleep(args.delay)  # the loop's work on a record: its pace
         out(f"read {record.decode() if isinstance(record, bytes) else record}")
         read += 1
         if read == args.die_after:
