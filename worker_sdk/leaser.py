@@ -179,8 +179,9 @@ class Leaser:
         if self.on_leased is not None:
             for lease in leases:
                 self.on_leased(lease)
+        refused = {lease.id: lease.token for lease in sent}
         for lease_id in answer.lost:
-            self.lost(lease_id, "its completion was refused")
+            self.lost(lease_id, "its completion was refused", refused.get(lease_id))
         return leases, answer
 
     def hold_ahead(self, lease: Lease, claim: Callable[[], bool]) -> bool:
@@ -360,7 +361,7 @@ class Leaser:
             try:
                 self.client.split(lease.id, lease.token, position)
             except errors.LeaseLostError:
-                self.lost(lease.id, "its cut was refused")
+                self.lost(lease.id, "its cut was refused", lease.token)
                 return
             except errors.ShardlineError as exc:
                 log.warning("work queue %s: could not give back the rest of lease %s: %s", self.name, lease.id, exc)
@@ -373,7 +374,7 @@ class Leaser:
         try:
             send()
         except errors.LeaseLostError:
-            self.lost(lease.id, refused)
+            self.lost(lease.id, refused, lease.token)
         finally:
             self._stop_sending([lease])
         with self._lock:
@@ -393,9 +394,18 @@ class Leaser:
                 tracker.stop()  # its records are read again from the snapshot's position
             self._trackers.clear()
 
-    def lost(self, lease_id: int, why: str) -> None:
-        """``lease_id`` is this process's no more (the server refused it): forget it, say so once."""
+    def lost(self, lease_id: int, why: str, token: int | None = None) -> None:
+        """``lease_id`` is this process's no more (the server refused it): forget it, say so once.
+
+        ``token``: the refused lease's. A lease id is its item's, so the item
+        may be held again under a newer token: after a restore re-opened it,
+        the take that carried the old lease's refused completion can lease
+        it anew. That lease stands.
+        """
         with self._lock:
+            held = self._held.get(lease_id)
+            if token is not None and held is not None and held.token != token:
+                return
             self._held.pop(lease_id, None)
             self._finished.pop(lease_id, None)
             claim = self._unstarted.pop(lease_id, None)

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import timedelta
@@ -18,6 +19,7 @@ from datetime import timedelta
 from server.models import Event, Item
 from tests.support import ROOT, wait_until
 from worker_sdk import WorkQueue
+from worker_sdk.client import Client
 from worker_sdk.leaser import GIVE_BACK_REASON
 from worker_sdk.look_ahead import STOPPED_REASON
 
@@ -131,15 +133,58 @@ def test_items_taken_ahead_before_a_restore_are_given_back_not_read(sdk_env):
     queue = WorkQueue(works, shuffle=False, look_ahead=2)
     iterator = queue.items()
     read = [next(iterator), next(iterator)]
+    # /w/0's completion rides the take ahead that follows the start of /w/1:
+    # until it lands, a snapshot would not hold it.
+    wait_until(lambda: counts(queue)[0] == 1, 10, 0.02, "/w/0 acknowledged")
     snapshot = queue.snapshot()  # /w/0 done, /w/1 in hand
     read.append(next(iterator))
-    wait_until(lambda: counts(queue)[1] == 3, 10, 0.02, "/w/3 and /w/4 leased ahead of /w/2")
+    # Three leased is also /w/1, /w/2 and /w/3 before the take that acknowledges
+    # /w/1 and leases /w/4. A restore while that take is on its way can
+    # leave /w/1 leased by it after the restore: the look-ahead gives that
+    # lease back as fenced, and /w/1 is then read last, once.
+    wait_until(lambda: counts(queue) == (2, 3, 3), 10, 0.02, "/w/3 and /w/4 leased ahead of /w/2, /w/1 done")
     queue.restore(snapshot["id"])  # every lease fenced: those taken ahead too
     again = list(iterator)
     assert read == ["/w/0", "/w/1", "/w/2"]
     # What followed the snapshot, each once: nothing from before the restore.
     assert again == works[1:]
     assert counts(queue) == (8, 0, 0)
+
+
+def test_an_item_a_take_ahead_leases_again_after_a_restore_is_read_not_left_to_expire(sdk_env, monkeypatch):
+    # The take ahead that acknowledges /w/1 leaves only after the restore
+    # that re-opened /w/1: its completion is refused, and the same take
+    # leases /w/1 anew (a lease id is its item's). That new lease once
+    # went with the refused one: held by nobody, it waited out its lease.
+    works = [f"/w/{i}" for i in range(6)]
+    queue = WorkQueue(works, shuffle=False, look_ahead=1, lease_timeout=2)
+    iterator = queue.items()
+    read = [next(iterator), next(iterator)]  # /w/1 started; /w/0's completion goes with the next take ahead
+    wait_until(lambda: counts(queue) == (1, 2, 3), 10, 0.02, "/w/0 done, /w/2 leased ahead of /w/1")
+    snapshot = queue.snapshot()  # /w/0 done, /w/1 in hand: the restore re-opens /w/1 first
+    second = Item.objects.get(job_id=queue.job["id"], position=1).id
+    real_take = Client.take
+    restored, landed = threading.Event(), threading.Event()
+
+    def take_after_the_restore(client, job_id, request):
+        if not (request.ahead and any(c.id == second for c in request.complete)):
+            return real_take(client, job_id, request)
+        restored.wait(10)
+        try:
+            return real_take(client, job_id, request)
+        finally:
+            landed.set()
+
+    monkeypatch.setattr(Client, "take", take_after_the_restore)
+    read.append(next(iterator))  # /w/2 started: the take ahead acknowledging /w/1 waits for the restore
+    queue.restore(snapshot["id"])
+    restored.set()
+    assert landed.wait(10)
+    again = list(iterator)
+    assert read == ["/w/0", "/w/1", "/w/2"]
+    assert sorted(again) == works[1:]  # each once more, /w/1 included
+    assert counts(queue) == (6, 0, 0)
+    assert not Event.objects.filter(job_id=queue.job["id"], kind="expired").exists()
 
 
 def test_a_worker_paused_past_its_leases_never_starts_the_item_it_took_ahead(sdk_env):
