@@ -205,8 +205,11 @@ class Heartbeat:
             for lease_id in answer.get("give_back", []):
                 self.leaser.asked_back(int(lease_id))
                 soon = True
+            sent = {lease.id: lease for lease in held}
             for lease_id in answer.get("done", []):
-                self.leaser.done_elsewhere(int(lease_id))  # completed by the process it was handed to (worker_sdk.sync)
+                lease = sent.get(int(lease_id))
+                if lease is not None:  # completed by the process it was handed to (worker_sdk.sync)
+                    self.leaser.done_elsewhere(lease)
             interval = answer.get("heartbeat_in")
             self._range_interval = RANGE_HEARTBEAT if interval is None else float(interval)
             held_back = interval == 0  # a held heartbeat comes back with 0, one answered at once without
@@ -217,7 +220,6 @@ class Heartbeat:
             # What it carried was finished meanwhile (nothing to hold it for):
             # the next goes at once, for what is held now.
             again = held_back or finished
-            sent = {lease.id: lease for lease in held}
             for lease_id in answer.get("lost", []):
                 lease = sent.get(int(lease_id))
                 # Not one acknowledged while the heartbeat was on its way, nor

@@ -474,10 +474,10 @@ class Leaser:
         with self._lock:
             self._started.difference_update(lease_ids)
 
-    def done_elsewhere(self, lease_id: int) -> None:
-        """The process ``lease_id`` was handed to completed it (worker_sdk.sync): it is held no more."""
+    def done_elsewhere(self, lease: Lease) -> None:
+        """The process ``lease`` was handed to completed it (worker_sdk.sync): it is held no more (its item may be, anew)."""
         with self._lock:
-            self._held.pop(lease_id, None)
+            self._forget_held(lease)
 
     def stop(self) -> None:
         self._heartbeat.stop()
