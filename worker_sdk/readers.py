@@ -86,9 +86,9 @@ def records(
             handle.seek(offset)
         elif seek is not None and seek[0] <= piece.start:
             handle.seek(seek[1])
-            skip(handle, piece.start - seek[0], seek[1])
+            skip(handle, piece.start - seek[0])
         else:
-            skip(handle, piece.start, 0)
+            skip(handle, piece.start)
         produced = 0
         for record in reader(handle):
             if produced == piece.end - piece.start:
@@ -107,8 +107,8 @@ SKIP_CHUNK = 64 * 1024
 SKIP_BLOCK = 4 * 1024
 
 
-def _skip_lines(handle, count: int, at: int) -> None:
-    """Moves ``handle``, now at byte ``at``, past ``count`` lines.
+def _skip_lines(handle, count: int) -> None:
+    """Moves ``handle`` past ``count`` lines.
 
     Line ends are counted by ``bytes.count``, a chunk at a time, not line
     by line in Python: a slice without its byte offset (one named in a
@@ -116,6 +116,7 @@ def _skip_lines(handle, count: int, at: int) -> None:
     reading them (bench/RESULTS.md). A file that ends first is left at its
     end: the caller then finds too few records and says so.
     """
+    at = handle.tell()
     while count:
         chunk = handle.read(SKIP_CHUNK)
         if not chunk:
@@ -142,8 +143,8 @@ def _skip_lines(handle, count: int, at: int) -> None:
         return
 
 
-def _skip_tfrecords(handle, count: int, at: int) -> None:
-    """Moves ``handle`` past ``count`` TFRecords, reading their headers only (``at``: unused, as ``_skip_lines``)."""
+def _skip_tfrecords(handle, count: int) -> None:
+    """Moves ``handle`` past ``count`` TFRecords, reading their headers only."""
     for _ in range(count):
         header = handle.read(12)
         if len(header) < 12:
