@@ -162,6 +162,7 @@ def rank_main(args):
     steps = records = 0
     dist.barrier()
     began = time.perf_counter()
+    cpu_began = time.process_time()  # every thread of the rank (its read-ahead, its heartbeat)
     if profile:
         profile.enable()
     for epoch in range(args.epochs):
@@ -177,6 +178,7 @@ def rank_main(args):
             records += len(y)
     if profile:
         profile.disable()
+    cpu = time.process_time() - cpu_began
     dist.barrier()
     seconds = time.perf_counter() - began
     # What sync agreed adds per step, alone: one all-reduce of one int.
@@ -188,7 +190,7 @@ def rank_main(args):
     for _ in range(args.allreduce_calls):
         dist.all_reduce(flag, op=dist.ReduceOp.MIN)
     allreduce_us = (time.perf_counter() - start) / args.allreduce_calls * 1e6
-    report = {"rank": rank, "world": world, "seconds": seconds, "steps": steps, "records": records}
+    report = {"rank": rank, "world": world, "seconds": seconds, "steps": steps, "records": records, "cpu": cpu}
     report["allreduce_us"] = allreduce_us
     Path(args.out, f"rank{rank}.json").write_text(json.dumps(report))
     if profile:
@@ -235,6 +237,7 @@ def slices(paths: list[str], lines: int, per_file: int) -> list[str]:
 
 def torchrun(args, mode: str, works_file: Path, loaders: int, step_ms: float, env: dict, profile=False) -> dict:
     out = Path(tempfile.mkdtemp(prefix="shardline-ddp-sync-run-"))
+    service_before = service_cpu(args.server_group)
     command = [
         sys.executable,
         "-m",
@@ -264,6 +267,7 @@ def torchrun(args, mode: str, works_file: Path, loaders: int, step_ms: float, en
     ]
     run_env = {**env, "SHARDLINE_RUN": uuid.uuid4().hex[:12]}
     done = run_group(command, run_env, args.run_timeout, out)
+    service = service_cpu(args.server_group) - service_before
     ranks = [json.loads(path.read_text()) for path in sorted(out.glob("rank*.json"))]
     if len(ranks) < 2:
         raise RuntimeError(f"{mode} run failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
@@ -274,6 +278,10 @@ def torchrun(args, mode: str, works_file: Path, loaders: int, step_ms: float, en
         "records": sum(r["records"] for r in ranks),
         "steps": [r["steps"] for r in ranks],
         "allreduce_us": [r["allreduce_us"] for r in ranks],
+        # CPU seconds per 1,000 records: the ranks' own processes in their step loops (every thread), and
+        # the web server's and Postgres's over the whole torchrun (start-up and job creation included).
+        "rank_cpu": sum(r["cpu"] for r in ranks) / sum(r["records"] for r in ranks) * 1000,
+        "service_cpu": service / sum(r["records"] for r in ranks) * 1000,
     }
     result["rate"] = result["records"] / seconds
     if done.returncode != 0:
@@ -312,6 +320,24 @@ def run_group(command: list, env: dict, timeout: float, out: Path) -> subprocess
         return subprocess.CompletedProcess(command, process.returncode, stdout.read(), stderr.read())
 
 
+def service_cpu(server_group: int) -> float:
+    """CPU seconds used so far by the web server's processes (its process group) and every Postgres process."""
+    ticks = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text[text.rindex(")") + 2 :].split()
+        # fields[2] is the process group; fields[11:13] utime and stime (proc(5): fields 5, 14 and 15)
+        if int(fields[2]) == server_group or name.startswith("postgres"):
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def processes_naming(text: str) -> list[int]:
     """The processes whose command line holds ``text`` (Linux /proc)."""
     found = []
@@ -340,6 +366,7 @@ def bench(args):
     user, _ = accounts.ensure_user("bench", "worker")
     _token, key = accounts.create_token(user, "worker", name="ddp sync bench")
     server = ServerProcess(database_url(settings.DATABASES["default"]), workers=4).start()
+    args.server_group = server.process.pid  # started in a session of its own
     began = time.time()
     folder = Path(tempfile.mkdtemp(prefix="shardline-ddp-sync-"))
     paths = write_files(folder, args.files, args.lines)
@@ -422,14 +449,25 @@ def bench(args):
 def print_table(step_ms, loaders, runs, args):
     base = statistics.median(r["rate"] for r in runs["sampler"])
     print(f"\nstep-ms {step_ms:g}, loader workers {loaders}:")
-    print(f"  {'loader':<19} {'records/s per run':<28} {'median':>8} {'steps/rank':>11} {'vs sampler':>11}")
+    print(
+        f"  {'loader':<19} {'records/s per run':<28} {'median':>8} {'steps/rank':>11} {'vs sampler':>11}"
+        f" {'rank CPU':>9} {'service CPU':>12}"
+    )
     for mode, label in MODES.items():
         rates = [r["rate"] for r in runs[mode]]
         median = statistics.median(rates)
         steps = sorted({s for r in runs[mode] for s in r["steps"]})
         steps_cell = "/".join(str(s) for s in steps)
         per_run = " ".join(f"{rate:8.0f}" for rate in rates)
-        print(f"  {label:<19} {per_run:<28} {median:8.0f} {steps_cell:>11} {median / base:10.2f}x", flush=True)
+        rank_cpu = statistics.median(r["rank_cpu"] for r in runs[mode])
+        service = statistics.median(r["service_cpu"] for r in runs[mode])
+        print(
+            f"  {label:<19} {per_run:<28} {median:8.0f} {steps_cell:>11} {median / base:10.2f}x"
+            f" {rank_cpu * 1000:6.0f} ms {service * 1000:9.0f} ms",
+            flush=True,
+        )
+    print("  (CPU: milliseconds per 1,000 records trained, the median run; rank: both ranks' own processes in")
+    print("  their step loops, every thread; service: the web server and Postgres over the whole torchrun)")
 
 
 def trim_profile(text: str) -> str:

@@ -5,22 +5,54 @@ Connection errors (an answer cut off halfway included), timeouts, 5xx and
 workers do not hammer a restarting server in step), honouring
 ``Retry-After``, until ``retry_seconds`` have passed. Every other error is
 raised at once as the matching ``worker_sdk.errors`` class.
+
+Requests go through urllib3 directly, not requests: a training process
+sends one for each item, and requests' own layers (environment settings
+merged on every call, hooks, adapters) cost about three times urllib3's CPU
+per request (bench/RESULTS.md), on the cores the training loop needs. What
+requests read from the environment, proxies and the CA bundle, is read once
+per process instead.
 """
 
 from __future__ import annotations
 
+import json as jsonlib
 import logging
 import os
 import random
 import time
+import urllib.request
+from dataclasses import dataclass
+from urllib.parse import urlencode, urlsplit
 
-import requests
+import urllib3
 
 from . import errors
 
 log = logging.getLogger("worker_sdk.transport")
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
+# Connections kept per process: its training thread, its take ahead and its
+# heartbeat may each hold one at a time (requests kept 10 too).
+POOL_SIZE = 10
+# What a dropped connection raises anywhere in urllib3 (a refused connect,
+# a reset, an answer cut off halfway, a timeout): retried.
+CONNECTION_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One HTTP answer, read whole."""
+
+    status: int
+    headers: dict
+    body: bytes
+
+    def json(self):
+        return jsonlib.loads(self.body)
+
+    def text(self, limit: int = 200) -> str:
+        return self.body[:limit].decode("utf-8", "replace")
 
 
 class Transport:
@@ -47,32 +79,49 @@ class Transport:
         )
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
-        self._session = None
+        self._pool = None
         self._pid = None
 
     @property
-    def session(self) -> requests.Session:
-        # One pooled session per process: a forked child (a DataLoader worker)
-        # must not share its parent's sockets.
-        if self._session is None or self._pid != os.getpid():
-            session = requests.Session()
-            session.headers["User-Agent"] = "shardline-worker-sdk"
-            if self.token:
-                session.headers["Authorization"] = f"Token {self.token}"
-            self._session, self._pid = session, os.getpid()
-        return self._session
+    def connected(self) -> bool:
+        """Whether this process holds a pool of connections (``close`` drops it; the next request makes one)."""
+        return self._pool is not None and self._pid == os.getpid()
+
+    def pool(self) -> urllib3.PoolManager:
+        # One pool per process: a forked child (a DataLoader worker) must not
+        # share its parent's sockets.
+        if not self.connected:
+            options = {"num_pools": 2, "maxsize": POOL_SIZE, "retries": False}
+            ca_bundle = _ca_bundle()
+            if ca_bundle:
+                options["ca_certs"] = ca_bundle
+            proxy = _proxy_for(self.url)
+            self._pool = urllib3.ProxyManager(proxy, **options) if proxy else urllib3.PoolManager(**options)
+            self._pid = os.getpid()
+        return self._pool
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_session"] = None
+        state["_pool"] = None
         state["_pid"] = None
         return state
 
     def close(self) -> None:
         """Closes the pooled connections (a later request opens new ones)."""
-        if self._session is not None and self._pid == os.getpid():
-            self._session.close()
-        self._session = None
+        if self.connected:
+            self._pool.clear()
+        self._pool = None
+
+    def send(self, method: str, url: str, body: bytes | None, headers: dict, timeout: float) -> Reply:
+        """One HTTP exchange, not retried; a dropped connection raises one of CONNECTION_ERRORS."""
+        # A request's own headers replace the pool's in urllib3: these are whole.
+        headers = {"User-Agent": "shardline-worker-sdk", **headers}
+        if self.token:
+            headers["Authorization"] = f"Token {self.token}"
+        response = self.pool().request(
+            method, url, body=body, headers=headers, timeout=timeout, redirect=False, preload_content=True
+        )
+        return Reply(response.status, dict(response.headers), response.data)
 
     def backoff(self, attempt: int) -> float:
         return random.uniform(0, min(self.backoff_max, self.backoff_base * 2**attempt))
@@ -100,34 +149,47 @@ class Transport:
         that would be retried (the caller retries with a newer request).
         """
         url = self.url + path
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        if params:
+            # As requests encoded them: None leaves the key out, a list repeats it.
+            query = urlencode({k: v for k, v in params.items() if v is not None}, doseq=True)
+            url = f"{url}?{query}" if query else url
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        data = None
+        if json is not None:
+            data = jsonlib.dumps(json, allow_nan=False).encode()
+            headers["Content-Type"] = "application/json"
         deadline = time.monotonic() + self.retry_seconds
         attempt = 0
         while True:
             problem = None
             try:
-                response = self.session.request(
-                    method, url, json=json, params=params, headers=headers, timeout=self.timeout + server_wait
-                )
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
-                # ChunkedEncodingError: the answer was cut off (the server went away while sending it).
+                response = self.send(method, url, data, headers, self.timeout + server_wait)
+            except CONNECTION_ERRORS as exc:
+                # A reset, a refused connection, a timeout, an answer cut off halfway (the server went away).
                 problem, wait = f"{type(exc).__name__}: {exc}", self.backoff(attempt)
             else:
-                if response.status_code < 400:
+                if 300 <= response.status < 400:
+                    # Not followed: a POST redirected loses its body, and a
+                    # server that redirects the API is configured elsewhere.
+                    raise errors.ShardlineError(
+                        f"{method} {url}: the server redirected ({response.status}) to "
+                        f"{response.headers.get('Location', '?')}; set SHARDLINE_URL to the server's own address"
+                    )
+                if response.status < 400:
                     if raw:
-                        return response.content
-                    return response.json() if response.content else None
+                        return response.body
+                    return response.json() if response.body else None
                 body = _json_body(response)
-                if response.status_code == 401 and not self.token:
+                if response.status == 401 and not self.token:
                     # The server's "credentials were not provided" does not say where they come from.
                     body = {
                         **body,
                         "message": "no token: set SHARDLINE_TOKEN (or pass token=...) to a key from "
                         "`manage.py create_token NAME --role worker` on the server",
                     }
-                if response.status_code not in RETRY_STATUSES:
-                    raise errors.from_response(response.status_code, body)
-                problem = f"HTTP {response.status_code}: {body.get('message', '')}"
+                if response.status not in RETRY_STATUSES:
+                    raise errors.from_response(response.status, body)
+                problem = f"HTTP {response.status}: {body.get('message', '')}"
                 wait = max(self.backoff(attempt), _retry_after(response))
             if retry_pace is not None:
                 wait = min(wait, retry_pace)
@@ -148,15 +210,37 @@ class Transport:
             attempt += 1
 
 
-def _json_body(response) -> dict:
+def _json_body(response: Reply) -> dict:
     try:
         body = response.json()
     except ValueError:
-        return {"message": response.text[:200]}
+        return {"message": response.text()}
     return body if isinstance(body, dict) else {"message": str(body)[:200]}
 
 
-def _retry_after(response) -> float:
+def _proxy_for(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY), as requests read it."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(parts.netloc):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _ca_bundle() -> str | None:
+    """The CA bundle for https servers: REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE, as requests read them, else certifi's."""
+    named = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    if named:
+        return named
+    try:
+        import certifi
+    except ImportError:
+        return None  # the system's store (urllib3's default)
+    return certifi.where()
+
+
+def _retry_after(response: Reply) -> float:
     try:
         return max(0.0, float(response.headers.get("Retry-After", 0)))
     except ValueError:

@@ -15,7 +15,8 @@ class Scripted(http.server.BaseHTTPRequestHandler):
     """Answers each request with the next (status, headers, body) of the server's script."""
 
     def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        sent = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.server.seen.append((self.command, self.path, dict(self.headers), sent))
         status, headers, body = self.server.script.pop(0)
         self.server.times.append(time.monotonic())
         payload = json.dumps(body).encode()
@@ -32,6 +33,8 @@ class Scripted(http.server.BaseHTTPRequestHandler):
             return
         self.wfile.write(payload)
 
+    do_GET = do_POST
+
     def log_message(self, *args):
         pass
 
@@ -39,7 +42,7 @@ class Scripted(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def scripted():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
-    server.script, server.times = [], []
+    server.script, server.times, server.seen = [], [], []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -105,3 +108,56 @@ def test_a_retry_pace_bounds_every_wait_the_server_asks_for_included(scripted):
     assert slow.request("POST", "/x", json={}, retry_pace=0.1) == {"ok": True}
     assert time.monotonic() - began < 5  # three waits of at most 0.1 s each, not 30 s
     assert len(scripted.times) == 4
+
+
+def test_a_request_carries_its_token_body_and_query_as_sent(scripted):
+    scripted.script = [(200, {}, {"ok": True}), (200, {}, {"ok": True})]
+    client = transport(scripted)
+    assert client.request("POST", "/x", json={"count": 2, "name": "é"}, idempotency_key="k1") == {"ok": True}
+    assert client.request("GET", "/y", params={"state": ["done", "failed"], "epoch": 3, "user": None}) == {"ok": True}
+    (method, path, headers, body), (get, query, _headers, _body) = scripted.seen
+    assert (method, path, json.loads(body)) == ("POST", "/x", {"count": 2, "name": "é"})
+    assert headers["Authorization"] == "Token token" and headers["Idempotency-Key"] == "k1"
+    assert headers["Content-Type"] == "application/json"
+    # None leaves the key out, a list repeats it (as requests encoded them).
+    assert (get, query) == ("GET", "/y?state=done&state=failed&epoch=3")
+
+
+def test_a_redirect_is_an_error_that_names_where_it_pointed_not_followed(scripted):
+    from worker_sdk.errors import ShardlineError
+
+    scripted.script = [(301, {"Location": "https://shardline.example/x"}, {})]
+    with pytest.raises(ShardlineError, match="redirected.*https://shardline.example/x.*SHARDLINE_URL"):
+        transport(scripted).request("POST", "/x", json={})
+    assert len(scripted.times) == 1
+
+
+def test_the_proxy_the_environment_names_carries_the_requests(scripted, monkeypatch):
+    for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{scripted.server_address[1]}")
+    scripted.script = [(200, {}, {"ok": True})]
+    # A name that resolves nowhere: only the proxy can answer for it.
+    far = Transport("http://shardline.invalid:8000", "token", retry_seconds=0)
+    assert far.request("POST", "/x", json={}) == {"ok": True}
+    assert scripted.seen[0][1] == "http://shardline.invalid:8000/x"  # the absolute form a proxy is sent
+
+    monkeypatch.setenv("no_proxy", "shardline.invalid")
+    from worker_sdk import ConnectionError as ShardlineConnectionError
+
+    with pytest.raises(ShardlineConnectionError, match="gave up"):
+        Transport("http://shardline.invalid:8000", "token", retry_seconds=0).request("POST", "/x", json={})
+    assert len(scripted.seen) == 1
+
+
+def test_a_server_that_is_not_there_is_a_connection_error_after_the_retries():
+    from worker_sdk import ConnectionError as ShardlineConnectionError
+
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound, never listening: connections are refused
+        nowhere = Transport(f"http://127.0.0.1:{port}", "token", retry_seconds=0.3, backoff_base=0.01)
+        with pytest.raises(ShardlineConnectionError, match=r"gave up on POST .* after \d+ attempts"):
+            nowhere.request("POST", "/x", json={})
