@@ -151,9 +151,9 @@ def test_the_proxy_the_environment_names_carries_the_requests(scripted, monkeypa
 
 
 def test_a_server_that_is_not_there_is_a_connection_error_after_the_retries():
-    from worker_sdk import ConnectionError as ShardlineConnectionError
-
     import socket
+
+    from worker_sdk import ConnectionError as ShardlineConnectionError
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
