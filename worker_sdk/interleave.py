@@ -88,7 +88,7 @@ class _Reading:
 
     def _untrack(self) -> None:
         if self.tracker is not None:
-            self.stream.untrack(self.lease)
+            self.stream.untrack(self.lease, self.tracker)
 
 
 class _Block(NamedTuple):

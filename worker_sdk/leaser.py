@@ -104,9 +104,15 @@ class Leaser:
         """The clock of this consumer's data stall on the job, in this process: its heartbeats send it."""
         return stall.clock(self.job_id, self.consumer)
 
-    def untrack(self, lease: Lease) -> None:
+    def untrack(self, lease: Lease, tracker: RangeTracker) -> None:
+        """``tracker`` (``track(lease)``'s) is done: no longer reported, no split asked of it.
+
+        Only that tracker: the item may be leased again under a newer token
+        meanwhile (its lease was lost), and read here by another reader.
+        """
         with self._lock:
-            self._trackers.pop(lease.id, None)
+            if self._trackers.get(lease.id) is tracker:
+                del self._trackers[lease.id]
 
     def tracker(self, lease_id: int) -> RangeTracker | None:
         """The tracker of the record range being read under ``lease_id``; None when none is read now."""

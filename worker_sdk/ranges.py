@@ -79,7 +79,7 @@ class WorkRange:
 
     def release(self) -> None:
         if self._tracker is not None:
-            self._stream.untrack(self.lease)
+            self._stream.untrack(self.lease, self._tracker)
             self._tracker = None
 
 

@@ -327,14 +327,15 @@ class Stream:
 
     def _untrack(self, lease: Lease, tracker) -> None:
         if tracker is not None:
-            self.untrack(lease)
+            self.untrack(lease, tracker)
 
     def track(self, lease: Lease) -> RangeTracker:
         """A range tracker for reading ``lease`` (the leaser reports it and answers splits from it)."""
         return self._leaser().track(lease)
 
-    def untrack(self, lease: Lease) -> None:
-        self._leaser().untrack(lease)
+    def untrack(self, lease: Lease, tracker: RangeTracker) -> None:
+        """``track(lease)``'s tracker is done (the reader ended or stopped)."""
+        self._leaser().untrack(lease, tracker)
 
     def settle(self, lease: Lease, error: str | None = None) -> None:
         """One lease is finished (or given up with ``error``), whatever its place in the stream."""
