@@ -16,6 +16,7 @@ server stops counting its leases as worth waiting for (server/sql/at_end.sql).
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import random
 import threading
@@ -290,13 +291,14 @@ class Stream:
         reader of ``worker_sdk.readers`` yields them.
         """
         tracker = self.track(lease) if lease.start is not None and lease.end is not None else None
+        claim = self.claimer(tracker)
         iterator = iter(records)
         position = lease.start
         last = _NOTHING
         try:
             for record in iterator:
-                if tracker is not None:
-                    if not self.claim(tracker, position):
+                if claim is not None:
+                    if not claim(position):
                         break  # the rest of the range was split off
                     position += 1
                 if last is not _NOTHING:
@@ -424,3 +426,11 @@ class Stream:
         if self.budget is None:
             return tracker.try_claim(position)
         return self.budget.claim(tracker, position)
+
+    def claimer(self, tracker: RangeTracker | None) -> Callable[[int], bool] | None:
+        """``claim`` bound to ``tracker`` (None when nothing is claimed): called once per record, so one call less."""
+        if tracker is None:
+            return None
+        if self.budget is None:
+            return tracker.try_claim
+        return functools.partial(self.budget.claim, tracker)

@@ -28,7 +28,10 @@ class RangeTracker:
         self.end = end
         self._next = start
         self._cut: int | None = None
-        self._lock = threading.Condition()
+        # Claimed once per record on the training thread: a plain lock's
+        # ``with`` is C, a Condition's is Python (2.5x the cost per claim).
+        self._mutex = threading.Lock()
+        self._changed = threading.Condition(self._mutex)  # an offer to split was settled, or the range stopped
 
     @property
     def position(self) -> int:
@@ -37,9 +40,9 @@ class RangeTracker:
 
     def try_claim(self, position: int) -> bool:
         """Claims record ``position`` (records are claimed in order); False once it lies past the range's end."""
-        with self._lock:
+        with self._mutex:
             while self._cut is not None and position >= self._cut:
-                self._lock.wait()
+                self._changed.wait()
             if position >= self.end:
                 return False
             self._next = position + 1
@@ -54,7 +57,7 @@ class RangeTracker:
         was asked. The offer holds claims at and past the point until
         ``settle_split``.
         """
-        with self._lock:
+        with self._mutex:
             if self._cut is not None:
                 return None
             point = max(at, self._next)
@@ -66,18 +69,18 @@ class RangeTracker:
 
     def settle_split(self, accepted: bool) -> None:
         """The server's answer to the offer: the range ends at the point, or reads on as before."""
-        with self._lock:
+        with self._mutex:
             if accepted and self._cut is not None:
                 self.end = self._cut
             self._cut = None
-            self._lock.notify_all()
+            self._changed.notify_all()
 
     def stop(self) -> None:
         """The lease was lost: claim nothing more."""
-        with self._lock:
+        with self._mutex:
             self.end = min(self.end, self._next)
             self._cut = None
-            self._lock.notify_all()
+            self._changed.notify_all()
 
 
 class Budget:

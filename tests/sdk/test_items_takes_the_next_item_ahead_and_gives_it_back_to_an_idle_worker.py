@@ -164,11 +164,12 @@ def test_an_item_a_take_ahead_leases_again_after_a_restore_is_read_not_left_to_e
     snapshot = queue.snapshot()  # /w/0 done, /w/1 in hand: the restore re-opens /w/1 first
     second = Item.objects.get(job_id=queue.job["id"], position=1).id
     real_take = Client.take
-    restored, landed = threading.Event(), threading.Event()
+    left, restored, landed = threading.Event(), threading.Event(), threading.Event()
 
     def take_after_the_restore(client, job_id, request):
         if not (request.ahead and any(c.id == second for c in request.complete)):
             return real_take(client, job_id, request)
+        left.set()
         restored.wait(10)
         try:
             return real_take(client, job_id, request)
@@ -177,6 +178,10 @@ def test_an_item_a_take_ahead_leases_again_after_a_restore_is_read_not_left_to_e
 
     monkeypatch.setattr(Client, "take", take_after_the_restore)
     read.append(next(iterator))  # /w/2 started: the take ahead acknowledging /w/1 waits for the restore
+    # It must have left first. On a busy machine the restore once ran between
+    # the look-ahead's thread moving /w/1 to the stream's finished list and
+    # its take: the restore cleared that list and the take carried nothing.
+    assert left.wait(10)
     queue.restore(snapshot["id"])
     restored.set()
     assert landed.wait(10)
