@@ -38,7 +38,11 @@ a run is the slower rank's. records/s = records trained by both ranks / that
 time. Configurations run --repeats times, the three loaders interleaved in a
 rotating order; the table shows every run's records/s, their median, steps
 per rank (all epochs) and median / DistributedSampler's median (above 1.00x:
-faster than the baseline). At --step-ms 0 the step loop is nearly all input
+faster than the baseline), and the CPU each 1,000 records cost over the
+step loops: the ranks' own processes (``time.process_time``, every thread;
+loader processes not included) and the web server's and Postgres's
+processes (read from /proc by rank 0 at the loop's ends). At --step-ms 0
+they share the machine's cores, so records/s follows the total. At --step-ms 0 the step loop is nearly all input
 and collective overhead; at a nonzero --step-ms the sleep sets the ceiling
 (records/s <= 2 * batch * 1000 / step-ms). Separately, after each run's loop,
 each rank times --allreduce-calls all-reduces (MIN) of a one-element int
@@ -163,6 +167,8 @@ def rank_main(args):
     dist.barrier()
     began = time.perf_counter()
     cpu_began = time.process_time()  # every thread of the rank (its read-ahead, its heartbeat)
+    # The server's and Postgres's CPU over the loop alone (job creation before it is not in the loop's way).
+    service_began = service_cpu(args.server_group) if rank == 0 and args.server_group else 0.0
     if profile:
         profile.enable()
     for epoch in range(args.epochs):
@@ -179,6 +185,7 @@ def rank_main(args):
     if profile:
         profile.disable()
     cpu = time.process_time() - cpu_began
+    service = service_cpu(args.server_group) - service_began if rank == 0 and args.server_group else 0.0
     dist.barrier()
     seconds = time.perf_counter() - began
     # What sync agreed adds per step, alone: one all-reduce of one int.
@@ -191,6 +198,7 @@ def rank_main(args):
         dist.all_reduce(flag, op=dist.ReduceOp.MIN)
     allreduce_us = (time.perf_counter() - start) / args.allreduce_calls * 1e6
     report = {"rank": rank, "world": world, "seconds": seconds, "steps": steps, "records": records, "cpu": cpu}
+    report["service_cpu"] = service
     report["allreduce_us"] = allreduce_us
     Path(args.out, f"rank{rank}.json").write_text(json.dumps(report))
     if profile:
@@ -237,7 +245,6 @@ def slices(paths: list[str], lines: int, per_file: int) -> list[str]:
 
 def torchrun(args, mode: str, works_file: Path, loaders: int, step_ms: float, env: dict, profile=False) -> dict:
     out = Path(tempfile.mkdtemp(prefix="shardline-ddp-sync-run-"))
-    service_before = service_cpu(args.server_group)
     command = [
         sys.executable,
         "-m",
@@ -263,11 +270,12 @@ def torchrun(args, mode: str, works_file: Path, loaders: int, step_ms: float, en
         str(args.allreduce_calls),
         "--out",
         str(out),
+        "--server-group",
+        str(args.server_group),
         *(["--profile-rank"] if profile else []),
     ]
     run_env = {**env, "SHARDLINE_RUN": uuid.uuid4().hex[:12]}
     done = run_group(command, run_env, args.run_timeout, out)
-    service = service_cpu(args.server_group) - service_before
     ranks = [json.loads(path.read_text()) for path in sorted(out.glob("rank*.json"))]
     if len(ranks) < 2:
         raise RuntimeError(f"{mode} run failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
@@ -278,10 +286,10 @@ def torchrun(args, mode: str, works_file: Path, loaders: int, step_ms: float, en
         "records": sum(r["records"] for r in ranks),
         "steps": [r["steps"] for r in ranks],
         "allreduce_us": [r["allreduce_us"] for r in ranks],
-        # CPU seconds per 1,000 records: the ranks' own processes in their step loops (every thread), and
-        # the web server's and Postgres's over the whole torchrun (start-up and job creation included).
+        # CPU seconds per 1,000 records over the step loops: the ranks' own processes (every thread), and
+        # the web server's and Postgres's processes (rank 0 reads them at the loop's ends).
         "rank_cpu": sum(r["cpu"] for r in ranks) / sum(r["records"] for r in ranks) * 1000,
-        "service_cpu": service / sum(r["records"] for r in ranks) * 1000,
+        "service_cpu": sum(r["service_cpu"] for r in ranks) / sum(r["records"] for r in ranks) * 1000,
     }
     result["rate"] = result["records"] / seconds
     if done.returncode != 0:
@@ -466,8 +474,8 @@ def print_table(step_ms, loaders, runs, args):
             f" {rank_cpu * 1000:6.0f} ms {service * 1000:9.0f} ms",
             flush=True,
         )
-    print("  (CPU: milliseconds per 1,000 records trained, the median run; rank: both ranks' own processes in")
-    print("  their step loops, every thread; service: the web server and Postgres over the whole torchrun)")
+    print("  (CPU: milliseconds per 1,000 records trained over the step loops, the median run; rank: both ranks'")
+    print("  own processes, every thread, loader processes not included; service: the web server and Postgres)")
 
 
 def trim_profile(text: str) -> str:
@@ -503,6 +511,7 @@ def main():
     parser.add_argument("--mode", choices=list(MODES), help=argparse.SUPPRESS)
     parser.add_argument("--works-file", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--server-group", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--profile-rank", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank_main:

@@ -22,6 +22,7 @@ import os
 import random
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit
 
@@ -45,7 +46,7 @@ class Reply:
     """One HTTP answer, read whole."""
 
     status: int
-    headers: dict
+    headers: Mapping[str, str]  # case-insensitive (an ASGI server sends names lowercased)
     body: bytes
 
     def json(self):
@@ -121,7 +122,7 @@ class Transport:
         response = self.pool().request(
             method, url, body=body, headers=headers, timeout=timeout, redirect=False, preload_content=True
         )
-        return Reply(response.status, dict(response.headers), response.data)
+        return Reply(response.status, response.headers, response.data)
 
     def backoff(self, attempt: int) -> float:
         return random.uniform(0, min(self.backoff_max, self.backoff_base * 2**attempt))

@@ -55,7 +55,8 @@ def transport(server, **kwargs):
 
 def test_503_and_429_are_retried_honouring_retry_after(scripted):
     scripted.script = [
-        (503, {"Retry-After": "0.3"}, {"error": "unavailable", "message": "db restarting"}),
+        # Lowercased, as an ASGI server sends every header name.
+        (503, {"retry-after": "0.3"}, {"error": "unavailable", "message": "db restarting"}),
         (429, {"Retry-After": "0.2"}, {"error": "throttled", "message": "slow down"}),
         (200, {}, {"ok": True}),
     ]
@@ -126,7 +127,7 @@ def test_a_request_carries_its_token_body_and_query_as_sent(scripted):
 def test_a_redirect_is_an_error_that_names_where_it_pointed_not_followed(scripted):
     from worker_sdk.errors import ShardlineError
 
-    scripted.script = [(301, {"Location": "https://shardline.example/x"}, {})]
+    scripted.script = [(301, {"location": "https://shardline.example/x"}, {})]
     with pytest.raises(ShardlineError, match="redirected.*https://shardline.example/x.*SHARDLINE_URL"):
         transport(scripted).request("POST", "/x", json={})
     assert len(scripted.times) == 1
