@@ -11,6 +11,7 @@ __version__ = "0.2.0"  # CHANGELOG.md
 from .errors import (
     APIError,
     AuthError,
+    ConfigurationError,
     ConnectionError,
     JobCancelledError,
     JobFailedError,
@@ -31,6 +32,7 @@ __all__ = [
     "ShardlineError",
     "APIError",
     "AuthError",
+    "ConfigurationError",
     "ConnectionError",
     "JobCancelledError",
     "JobFailedError",

@@ -18,6 +18,10 @@ class ConnectionError(ShardlineError, builtins.ConnectionError):
     """The server could not be reached (or kept failing) for the whole retry budget."""
 
 
+class ConfigurationError(ShardlineError):
+    """The server's URL, a proxy or a CA bundle the environment names cannot be used: raised at once, not retried."""
+
+
 class APIError(ShardlineError):
     """The server answered with an error. ``status``, ``code`` and ``message`` come from its JSON body."""
 

@@ -11,7 +11,7 @@ sends one for each item, and requests' own layers (environment settings
 merged on every call, hooks, adapters) cost about three times urllib3's CPU
 per request (bench/RESULTS.md), on the cores the training loop needs. What
 requests read from the environment, proxies and the CA bundle, is read once
-per process instead.
+per process instead (worker_sdk.connections).
 """
 
 from __future__ import annotations
@@ -21,23 +21,20 @@ import logging
 import os
 import random
 import time
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import urllib3
 
-from . import errors
+from . import connections, errors
 
 log = logging.getLogger("worker_sdk.transport")
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
-# Connections kept per process: its training thread, its take ahead and its
-# heartbeat may each hold one at a time (requests kept 10 too).
-POOL_SIZE = 10
 # What a dropped connection raises anywhere in urllib3 (a refused connect,
-# a reset, an answer cut off halfway, a timeout): retried.
+# a reset, an answer cut off halfway, a timeout): retried. A URL urllib3
+# cannot use (LocationValueError, an HTTPError too) is raised at once.
 CONNECTION_ERRORS = (urllib3.exceptions.HTTPError, OSError)
 
 
@@ -72,6 +69,7 @@ class Transport:
             raise ValueError(
                 "no Shardline server: pass url=... or set SHARDLINE_URL (e.g. http://shardline.internal:8000)"
             )
+        connections.check_url(url)
         self.url = url.rstrip("/")
         self.token = token if token is not None else os.environ.get("SHARDLINE_TOKEN")
         self.timeout = timeout
@@ -92,12 +90,7 @@ class Transport:
         # One pool per process: a forked child (a DataLoader worker) must not
         # share its parent's sockets.
         if not self.connected:
-            options = {"num_pools": 2, "maxsize": POOL_SIZE, "retries": False}
-            ca_bundle = _ca_bundle()
-            if ca_bundle:
-                options["ca_certs"] = ca_bundle
-            proxy = _proxy_for(self.url)
-            self._pool = urllib3.ProxyManager(proxy, **options) if proxy else urllib3.PoolManager(**options)
+            self._pool = connections.pool_for(self.url)
             self._pid = os.getpid()
         return self._pool
 
@@ -165,6 +158,8 @@ class Transport:
             problem = None
             try:
                 response = self.send(method, url, data, headers, self.timeout + server_wait)
+            except urllib3.exceptions.LocationValueError as exc:  # a proxy's scheme included
+                raise errors.ConfigurationError(f"{method} {url}: {exc}") from exc
             except CONNECTION_ERRORS as exc:
                 # A reset, a refused connection, a timeout, an answer cut off halfway (the server went away).
                 problem, wait = f"{type(exc).__name__}: {exc}", self.backoff(attempt)
@@ -217,28 +212,6 @@ def _json_body(response: Reply) -> dict:
     except ValueError:
         return {"message": response.text()}
     return body if isinstance(body, dict) else {"message": str(body)[:200]}
-
-
-def _proxy_for(url: str) -> str | None:
-    """The proxy the environment names for ``url`` (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY), as requests read it."""
-    parts = urlsplit(url)
-    proxies = urllib.request.getproxies()
-    proxy = proxies.get(parts.scheme) or proxies.get("all")
-    if not proxy or urllib.request.proxy_bypass(parts.netloc):
-        return None
-    return proxy if "://" in proxy else f"http://{proxy}"
-
-
-def _ca_bundle() -> str | None:
-    """The CA bundle for https servers: REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE, as requests read them, else certifi's."""
-    named = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-    if named:
-        return named
-    try:
-        import certifi
-    except ImportError:
-        return None  # the system's store (urllib3's default)
-    return certifi.where()
 
 
 def _retry_after(response: Reply) -> float:

@@ -162,3 +162,55 @@ def test_a_server_that_is_not_there_is_a_connection_error_after_the_retries():
         nowhere = Transport(f"http://127.0.0.1:{port}", "token", retry_seconds=0.3, backoff_base=0.01)
         with pytest.raises(ShardlineConnectionError, match=r"gave up on POST .* after \d+ attempts"):
             nowhere.request("POST", "/x", json={})
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:80x0", "ftp://shardline.internal", "http://:8000", "host:8000"])
+def test_a_server_url_that_cannot_work_is_an_error_at_once(url):
+    from worker_sdk import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="URL"):
+        Transport(url, "token")
+
+
+def clean_proxy_environment(monkeypatch):
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+def test_what_the_environment_names_and_cannot_work_is_an_error_at_once_not_retried(monkeypatch, tmp_path):
+    from worker_sdk import ConfigurationError
+
+    clean_proxy_environment(monkeypatch)
+    patient = Transport("http://shardline.invalid:8000", "token", retry_seconds=60)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "missing.pem"))
+    began = time.monotonic()
+    with pytest.raises(ConfigurationError, match="missing.pem"):
+        patient.request("POST", "/x", json={})
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE")
+    monkeypatch.setenv("http_proxy", "ftp://proxy.invalid:21")
+    with pytest.raises(ConfigurationError, match="proxy"):
+        Transport("http://shardline.invalid:8000", "token", retry_seconds=60).request("POST", "/x", json={})
+    assert time.monotonic() - began < 5  # neither waited out the 60-s retry budget
+
+
+def test_a_proxys_credentials_go_to_it_as_proxy_authorization(scripted, monkeypatch):
+    import base64
+
+    clean_proxy_environment(monkeypatch)
+    monkeypatch.setenv("http_proxy", f"http://user%40corp:s%3Acret@127.0.0.1:{scripted.server_address[1]}")
+    scripted.script = [(200, {}, {"ok": True})]
+    assert Transport("http://shardline.invalid:8000", "token").request("POST", "/x", json={}) == {"ok": True}
+    expected = "Basic " + base64.b64encode(b"user@corp:s:cret").decode()
+    sent = {name.lower(): value for name, value in scripted.seen[0][2].items()}
+    assert sent["proxy-authorization"] == expected
+
+
+def test_no_proxy_may_name_networks(scripted, monkeypatch):
+    clean_proxy_environment(monkeypatch)
+    monkeypatch.setenv("http_proxy", "http://proxy.invalid:3128")  # would fail: only a direct connection answers
+    monkeypatch.setenv("no_proxy", "10.0.0.0/8, 127.0.0.0/8")
+    scripted.script = [(200, {}, {"ok": True})]
+    direct = Transport(f"http://127.0.0.1:{scripted.server_address[1]}", "token", retry_seconds=0)
+    assert direct.request("POST", "/x", json={}) == {"ok": True}
+    assert scripted.seen[0][1] == "/x"  # the origin form: no proxy in between
