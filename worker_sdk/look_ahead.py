@@ -57,13 +57,16 @@ class LookAhead(Iterator[Lease]):
     the caller's to finish or abort.
     """
 
-    def __init__(self, stream: Stream, depth: int = 1, name: str = "shardline-look-ahead"):
+    def __init__(self, stream: Stream, depth: int = 1, name: str = "shardline-look-ahead", refill: int | None = None):
         if stream.lag is not None:
             raise ValueError("LookAhead reads a stream with lag=None (its consumer says what it consumed)")
         if depth < 1:
             raise ValueError(f"depth must be at least 1, not {depth}")
         self._stream = stream
         self._depth = depth
+        # It takes again once fewer than this are ahead (default: as soon as
+        # the consumer starts one); lower, fewer takes of more leases each.
+        self._refill = depth if refill is None else max(1, min(refill, depth))
         self._cond = threading.Condition()
         # Under _cond: taken ahead and not started, oldest first, each with
         # the stream's generation when its take left (a restore since fenced
@@ -84,7 +87,7 @@ class LookAhead(Iterator[Lease]):
         stream = self._stream
         while True:
             with self._cond:
-                while not self._closed and (len(self._ahead) >= self._depth or self._idle or self._consumer_takes):
+                while not self._closed and (len(self._ahead) >= self._refill or self._idle or self._consumer_takes):
                     self._cond.wait()
                 if self._closed:
                     return
@@ -205,8 +208,10 @@ class LookAhead(Iterator[Lease]):
             self._thread.join(_CLOSE_SECONDS)
 
 
-def leases(stream: Stream, depth: int) -> Iterator[Lease]:
+def leases(stream: Stream, depth: int, refill: int | None = None) -> Iterator[Lease]:
     """``stream.leases()`` with ``depth`` leases taken ahead (0: none, and ``stream`` then has ``lag=1``).
+
+    ``refill``: take again once fewer than that are ahead (default ``depth``).
 
     Closed before the queue's end (the consumer stopped), it gives back what
     was taken ahead unread and the lease in hand for another attempt.
@@ -214,7 +219,7 @@ def leases(stream: Stream, depth: int) -> Iterator[Lease]:
     if depth == 0:
         yield from stream.leases()
         return
-    ahead = LookAhead(stream, depth)
+    ahead = LookAhead(stream, depth, refill=refill)
     try:
         yield from ahead
     except GeneratorExit:

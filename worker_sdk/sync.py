@@ -124,6 +124,9 @@ def read_epoch(
     ``ahead``: leases taken ahead on a thread while this one reads
     (worker_sdk.look_ahead), never more records than the quota has left
     beyond what is held; each item's completion rides the take after it.
+    They are taken ``ahead`` at a time, once none is left ahead: a rank's
+    quota is its own whatever it holds, so holding more costs no other rank
+    anything, and each take is a request less for the server.
     """
     if handoff and ahead:
         raise ValueError("records handed to another process are its to acknowledge: read them with ahead=0")
@@ -134,7 +137,7 @@ def read_epoch(
     stream.from_epoch = epoch if alone else None
     if quota is not None and quota <= 0:
         return
-    with closing(look_ahead.leases(stream, ahead)) as leases:
+    with closing(look_ahead.leases(stream, ahead, refill=1)) as leases:
         for lease in leases:
             source = read(lease) if reader is None else reader(lease.item)
             if handoff:

@@ -44,12 +44,14 @@ log = logging.getLogger("worker_sdk")
 # prefetch_factor of 2.
 AHEAD_BATCHES = 2
 # Leases a planned epoch's reader takes ahead, in the main process or a
-# loader process: the next item's take waits on a thread of its own while
-# this one's records are read. Without loader processes the records are read
-# on the training thread, as a DataLoader without them reads: on a thread
-# of their own they cost the step loop more than they saved (the GIL;
-# bench/RESULTS.md), while a take's round trip waits without holding it.
-AHEAD_LEASES = 1
+# loader process: the next items' take waits on a thread of its own while
+# this one's records are read, and leases two at a time (half the requests
+# a lease at a time made: each cost the server about 4 ms of CPU,
+# bench/RESULTS.md). Without loader processes the records are read on the
+# training thread, as a DataLoader without them reads: on a thread of their
+# own they cost the step loop more than they saved (the GIL), while a take's
+# round trip waits without holding it.
+AHEAD_LEASES = 2
 
 
 class _HandedCollate:

@@ -31,6 +31,8 @@ RETRY_DEFERRED = 0.5  # a slow worker near the end waits while faster ones finis
 # this remain (see take.sql, `tail`); elsewhere it costs one counter sum.
 TAIL_WINDOW = 10_000
 RETRY_MAX = 1.0  # waiting workers at the end of a job should see a failed or expired item soon
+# The audit's word for a lease a take made past the records it asked for (``within``).
+OVER_QUOTA_REASON = "leased past the take's max_records, given back in the same take"
 # How long a take's Idempotency-Key is kept (services/requests.py), well
 # beyond the SDK's default retry window (SHARDLINE_RETRY_SECONDS, 120 s).
 REQUEST_KEY_TTL = 600
@@ -105,8 +107,9 @@ def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Call
     see at_end.sql for why the server needs to know. ``key`` (an
     Idempotency-Key) is recorded with the leases of the first statement; a
     repeat of it fails that statement (services/requests.py). The scope's
-    ``max_records`` cuts a lease of a longer record range in this take's
-    transaction, so no other taker finds the range held meanwhile.
+    ``max_records`` bounds the records of all the take's leases together
+    (``within``), in its transaction, so no other taker finds a range held
+    meanwhile.
 
     In steady state this is one statement (take.sql): one round trip and one
     commit per request. More run only at the edges: right after expired leases
@@ -116,7 +119,7 @@ def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Call
     if scope.max_records is not None:
         with transaction.atomic():
             result = take(job_id, replace(request, scope=replace(scope, max_records=None)), key, caller)
-            result.leases = [splits.trim(lease, scope.max_records, caller) for lease in result.leases]
+            result.leases = within(result.leases, scope.max_records, caller)
             return result
     count = request.count
     with metrics.timed("take"):
@@ -159,6 +162,26 @@ def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Call
                 jobs.mark_done(job_id)
         metrics.LEASE_ITEMS.labels("take").inc(len(leases))
         return result
+
+
+def within(leases: list[Lease], records: int, caller: Caller = SERVER) -> list[Lease]:
+    """``leases``, in order, holding ``records`` records at the most in all (a synchronous rank's quota).
+
+    The range that crosses the bound is cut there (its rest a new pending
+    item); leases past it go back pending unread, their attempt returned, in
+    the take's transaction: no other taker ever finds them held. A lease of
+    a whole item counts no records.
+    """
+    kept = []
+    for lease in leases:
+        if records <= 0:
+            release(lease.id, lease.token, OVER_QUOTA_REASON, caller)
+            continue
+        lease = splits.trim(lease, records, caller)
+        if lease.start is not None and lease.end is not None:
+            records -= lease.end - lease.start
+        kept.append(lease)
+    return kept
 
 
 def _not_active(job_id: int, state: str, result: TakeResult) -> TakeResult:

@@ -93,6 +93,38 @@ def test_a_take_for_at_most_some_records_leaves_the_rest_of_a_range_pending(work
     assert [(lease["start"], lease["end"]) for lease in leases] == [(0, 10), (None, None)]
 
 
+def test_a_take_of_several_leases_holds_at_most_its_records_in_all(worker_client, job_name):
+    from server.models import Event, Item
+
+    works = [f"/p{i}.csv?start=0&end=10" for i in range(5)]
+    job = create_job(worker_client, job_name, works, shuffle=False, max_attempts=1)
+    # 25 records in three leases of up to 10: two whole, the third cut at 5;
+    # the fourth was leased past the bound and went back in the same take.
+    answer = take(worker_client, job["id"], "r0", count=4, max_records=25, tracks=True, sync=True)
+    leases = [(lease["item"], lease["start"], lease["end"]) for lease in answer["leases"]]
+    assert leases == [
+        ("/p0.csv?start=0&end=10", 0, 10),
+        ("/p1.csv?start=0&end=10", 0, 10),
+        ("/p2.csv?start=0&end=5", 0, 5),
+    ]
+    rows = Item.objects.filter(job_id=job["id"]).order_by("position", "range_start")
+    states = [(row.state, row.attempts) for row in rows if row.state != "leased"]
+    # The rest of /p2, /p3 (given back with its attempt) and /p4: pending, none used an attempt.
+    assert sorted(states) == [("pending", 0)] * 3
+    given_back = Event.objects.filter(job_id=job["id"], kind="released").values_list("message", flat=True)
+    assert list(given_back) == ["leased past the take's max_records, given back in the same take"]
+    # Everything is read, each record once.
+    rest = []
+    for worker in ("r1", "r1", "r1"):
+        rest += [
+            (lease["item"], lease["start"], lease["end"])
+            for lease in take(worker_client, job["id"], worker, sync=True)["leases"]
+        ]
+    assert sorted(rest) == sorted(
+        [("/p2.csv?start=5&end=10", 5, 10), ("/p3.csv?start=0&end=10", 0, 10), ("/p4.csv?start=0&end=10", 0, 10)]
+    )
+
+
 def test_a_synchronous_take_asks_no_split_of_other_ranks(worker_client, job_name):
     job = create_job(worker_client, job_name, ["/f.csv?start=0&end=1000"])
     held = take(worker_client, job["id"], "r0", tracks=True, sync=True)["leases"][0]

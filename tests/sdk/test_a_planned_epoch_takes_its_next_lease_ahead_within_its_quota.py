@@ -83,3 +83,25 @@ def test_records_handed_to_another_process_are_never_read_ahead(sdk_env, tmp_pat
     queue = WorkQueue(sliced_works(tmp_path), shuffle=False, name="planned-ahead")
     with pytest.raises(ValueError, match="ahead=0"):
         next(sync.read_epoch(queue, 0, handoff=True, ahead=1))
+
+
+def test_leases_taken_two_at_a_time_halve_the_takes_and_keep_to_the_quota(sdk_env, tmp_path, sent):
+    queue = WorkQueue(sliced_works(tmp_path), shuffle=False, name="planned-ahead")
+    records = list(sync.read_epoch(queue, 0, quota=30, ahead=2))
+    assert collections.Counter(records) == collections.Counter(f"{f},{j}".encode() for f in range(3) for j in range(10))
+    leasing = [records for records in sent["leased"] if records]
+    # The rank's own first take, then takes of two slices (10 records) each
+    # once none is left ahead: 4 takes for 6 slices, where one at a time took 6.
+    assert sum(leasing) == 30 and len(leasing) <= 4 and max(leasing) == 10
+    queue.close()
+    marks = queue.watermarks()
+    assert (marks["done"], marks["leased"], marks["pending"]) == (6, 0, 0)
+
+
+def test_two_at_a_time_a_quota_short_of_the_epoch_still_leases_exactly_its_records(sdk_env, tmp_path, sent):
+    queue = WorkQueue(sliced_works(tmp_path), shuffle=False, name="planned-ahead")
+    records = list(sync.read_epoch(queue, 0, quota=12, ahead=2))
+    assert records == [f"0,{j}".encode() for j in range(10)] + [b"1,0", b"1,1"]
+    assert sum(sent["leased"]) == 12
+    assert queue.epoch_records(0)["unread"] == 18
+    queue.close()
