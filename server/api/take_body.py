@@ -97,8 +97,8 @@ class TakeSerializer(StrictSerializer):
         max_value=BIGINT_MAX,
         required=False,
         allow_null=True,
-        help_text="Lease at most this many records: of a longer record range, its first ones, the rest staying "
-        "pending (a synchronous rank's quota for its epoch).",
+        help_text="Lease at most this many records in all: the range that crosses the bound is cut there, the "
+        "rest of it and the items past it staying pending (a synchronous rank's quota for its epoch).",
     )
 
 
