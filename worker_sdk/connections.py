@@ -48,22 +48,19 @@ def pool_for(url: str) -> urllib3.PoolManager:
     if proxy is None:
         return urllib3.PoolManager(**options)
     parsed = urllib3.util.parse_url(proxy)
-    if parsed.auth:
-        # ProxyManager does not read credentials from the URL: requests sent them as Proxy-Authorization.
-        options["proxy_headers"] = urllib3.make_headers(proxy_basic_auth=unquote(parsed.auth))
-        proxy = parsed._replace(auth=None).url
+    shown = parsed._replace(auth=None).url  # never a password in a message
     if parsed.scheme and parsed.scheme.startswith("socks"):
         try:
             from urllib3.contrib.socks import SOCKSProxyManager
         except ImportError:
-            raise ConfigurationError(
-                f"the proxy {parsed._replace(auth=None).url} is a SOCKS proxy: pip install pysocks"
-            ) from None
-        options.pop("proxy_headers", None)
-        return SOCKSProxyManager(proxy, username=_part(parsed.auth, 0), password=_part(parsed.auth, 1), **options)
+            raise ConfigurationError(f"the proxy {shown} is a SOCKS proxy: pip install pysocks") from None
+        return SOCKSProxyManager(proxy, **options)  # it reads the credentials from the URL itself
     if parsed.scheme not in ("http", "https"):
-        raise ConfigurationError(f"the proxy {parsed._replace(auth=None).url} is neither http://, https:// nor socks")
-    return urllib3.ProxyManager(proxy, **options)
+        raise ConfigurationError(f"the proxy {shown} is neither http://, https:// nor socks")
+    if parsed.auth:
+        # ProxyManager does not read credentials from the URL: requests sent them as Proxy-Authorization.
+        options["proxy_headers"] = urllib3.make_headers(proxy_basic_auth=unquote(parsed.auth))
+    return urllib3.ProxyManager(shown, **options)
 
 
 def proxy_for(url: str) -> str | None:
@@ -105,10 +102,3 @@ def _trust() -> dict:
     except ImportError:
         return {}  # the system's store (urllib3's default)
     return {"ca_certs": certifi.where()}
-
-
-def _part(auth: str | None, index: int) -> str | None:
-    if not auth:
-        return None
-    pieces = auth.split(":", 1)
-    return unquote(pieces[index]) if index < len(pieces) else None

@@ -59,6 +59,7 @@ class _Reading:
         self.stream, self.lease = stream, lease
         ranged = lease.start is not None and lease.end is not None
         self.tracker: RangeTracker | None = stream.track(lease) if ranged else None
+        self._claim = stream.claimer(self.tracker)
         self.received = lease.start  # the position of the next record the consumer receives
         self.finished = threading.Event()  # the consumer received it whole, or its reader failed
 
@@ -67,10 +68,11 @@ class _Reading:
         return self.tracker is not None and position >= self.tracker.end
 
     def claim(self, position: int) -> bool:
-        if not self.stream.claim(self.tracker, position):
+        if self._claim is None:
+            return True
+        if not self._claim(position):
             return False
-        if self.tracker is not None:
-            self.received = position + 1
+        self.received = position + 1
         return True
 
     def done(self) -> None:

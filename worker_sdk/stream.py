@@ -419,16 +419,11 @@ class Stream:
     def _holds_at_end(self) -> bool:
         return self.ended and bool(self.open)
 
-    def claim(self, tracker: RangeTracker | None, position: int) -> bool:
-        """Claims record ``position`` for the consumer (False: a split gave it to another worker), counting its budget."""
-        if tracker is None:
-            return True
-        if self.budget is None:
-            return tracker.try_claim(position)
-        return self.budget.claim(tracker, position)
-
     def claimer(self, tracker: RangeTracker | None) -> Callable[[int], bool] | None:
-        """``claim`` bound to ``tracker`` (None when nothing is claimed): called once per record, so one call less."""
+        """Claims a record of ``tracker``'s range for the consumer (False: a split gave it to another worker), counting its budget.
+
+        Bound once per reader, called once per record; None when nothing is claimed.
+        """
         if tracker is None:
             return None
         if self.budget is None:

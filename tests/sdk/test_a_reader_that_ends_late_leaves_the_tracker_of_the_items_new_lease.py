@@ -22,13 +22,14 @@ def test_untracking_an_older_lease_leaves_the_tracker_of_its_item_leased_again(s
     lease = first_reader.next()
     assert (lease.start, lease.end) == (0, 100)
     old_tracker = first_reader.track(lease)
-    assert first_reader.claim(old_tracker, 0)
+    assert first_reader.claimer(old_tracker)(0)
 
     # The same item, leased again under a newer token and read by a second reader.
     again = dataclasses.replace(lease, token=lease.token + 1)
     second_reader = queue.stream(tracks=True)
     new_tracker = second_reader.track(again)
-    assert second_reader.claim(new_tracker, 0) and second_reader.claim(new_tracker, 1)
+    claim = second_reader.claimer(new_tracker)
+    assert claim(0) and claim(1)
 
     first_reader.untrack(lease, old_tracker)  # the first reader ends late
     leaser = first_reader.leaser()
