@@ -48,7 +48,8 @@ PAGE_BOUNDS = {"page": {"minimum": 1, "maximum": 2**63 - 1}, "page_size": {"mini
 PATH_ID_BOUNDS = {"minimum": 0, "maximum": 2**63 - 1}
 # (request component, field) -> bounds its serializer checks that drf-spectacular does not carry over.
 BODY_BOUNDS = {("ExtendManyRequest", "leases"): {"minItems": 1}}
-# Request strings refuse NUL (Postgres text cannot hold one), except error texts, kept with NUL written as \x00;
+# Request strings, in a body or a query, refuse NUL (Postgres text cannot hold one), except error texts, kept
+# with NUL written as \x00;
 # a worker name (a take's, a resume's) and a consumer must also hold more than whitespace.
 NUL_FREE = r"^[^\x00]*$"
 KEEPS_NUL = {("FailRequest", "error"), ("ReleaseRequest", "reason")}
@@ -101,6 +102,9 @@ def postprocess(result, generator, request, public):
                     continue
                 else:
                     bounds = QUERY_BOUNDS.get((path, parameter["name"])) or PAGE_BOUNDS.get(parameter["name"])
-                if bounds and parameter.get("schema", {}).get("type") == "integer":
-                    parameter["schema"].update(bounds)
+                schema = parameter.get("schema", {})
+                if bounds and schema.get("type") == "integer":
+                    schema.update(bounds)
+                elif schema.get("type") == "string" and "pattern" not in schema and "enum" not in schema:
+                    schema["pattern"] = NUL_FREE
     return result

@@ -59,6 +59,24 @@ def test_a_required_string_that_is_stripped_says_it_needs_more_than_whitespace(s
                 assert not any(pattern.search(blank) for blank in (" ", "\r", "\t\n", "\x1c")), (name, field)
 
 
+def test_a_free_text_query_string_refuses_nul_as_the_server_does(schema, admin_client, job_name):
+    # The filter refuses NUL (Postgres text cannot hold one); a schema that
+    # allowed it made a schema-valid request a 400 (schemathesis, ST202).
+    strings = [
+        (path, p["name"], p["schema"])
+        for path, operations in schema["paths"].items()
+        for operation in operations.values()
+        for p in operation.get("parameters", [])
+        if p["in"] == "query" and p["schema"].get("type") == "string" and "enum" not in p["schema"]
+    ]
+    assert ("/api/v1/jobs/{job_id}/items/", "worker") in {(path, name) for path, name, _ in strings}
+    for path, name, spec in strings:
+        assert not re.search(spec["pattern"], "w\x00"), (path, name)
+    job = admin_client.post("/api/v1/jobs/", {"name": job_name, "works": ["a"]}, format="json")
+    answer = admin_client.get(f"/api/v1/jobs/{job.json()['id']}/items/", {"worker": "w\x00"})
+    assert answer.status_code == 400 and "worker" in answer.json()["fields"]
+
+
 @pytest.mark.parametrize("path", ["resume", "snapshot"])
 def test_a_worker_name_is_as_long_as_sent_not_as_stripped(worker_client, job_name, path):
     # A schema-violating request accepted (schemathesis): 256 characters with
