@@ -3,8 +3,10 @@
 Connection errors (an answer cut off halfway included), timeouts, 5xx and
 429 are retried with exponential backoff and full jitter (so a thousand
 workers do not hammer a restarting server in step), honouring
-``Retry-After``, until ``retry_seconds`` have passed. Every other error is
-raised at once as the matching ``worker_sdk.errors`` class.
+``Retry-After``, until ``retry_seconds`` have passed. A kept-alive
+connection the server closed under a request is the exception: that
+request goes again at once, once, unlogged. Every other error is raised at
+once as the matching ``worker_sdk.errors`` class.
 
 Requests go through urllib3 directly, not requests: a training process
 sends one for each item, and requests' own layers (environment settings
@@ -16,6 +18,7 @@ per process instead (worker_sdk.connections).
 
 from __future__ import annotations
 
+import http.client
 import json as jsonlib
 import logging
 import os
@@ -36,6 +39,9 @@ RETRY_STATUSES = {429, 500, 502, 503, 504}
 # a reset, an answer cut off halfway, a timeout): retried. A URL urllib3
 # cannot use (LocationValueError, an HTTPError too) is raised at once.
 CONNECTION_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+# How a pooled connection the server closed as the request went out fails
+# (an idle kept-alive one it timed out: uvicorn closes them after 5 s).
+CLOSED_UNDER = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,7 @@ class Transport:
             headers["Content-Type"] = "application/json"
         deadline = time.monotonic() + self.retry_seconds
         attempt = 0
+        reconnected = False
         while True:
             problem = None
             try:
@@ -161,6 +168,15 @@ class Transport:
             except urllib3.exceptions.LocationValueError as exc:  # a proxy's scheme included
                 raise errors.ConfigurationError(f"{method} {url}: {exc}") from exc
             except CONNECTION_ERRORS as exc:
+                if not reconnected and closed_under(exc):
+                    # The race every keep-alive client meets, not an outage:
+                    # sent again at once on a new connection, and not logged
+                    # as a failure (a server that is down fails this one too).
+                    reconnected = True
+                    log.debug(
+                        "%s %s: the server closed the connection under the request; sending it again", method, path
+                    )
+                    continue
                 # A reset, a refused connection, a timeout, an answer cut off halfway (the server went away).
                 problem, wait = f"{type(exc).__name__}: {exc}", self.backoff(attempt)
             else:
@@ -204,6 +220,14 @@ class Transport:
                 log.warning("%s %s failed (%s); retrying", method, path, problem)
             time.sleep(min(wait, left))
             attempt += 1
+
+
+def closed_under(exc: BaseException) -> bool:
+    """Whether ``exc`` is a connection the server closed before answering (urllib3's "Connection aborted.")."""
+    if not isinstance(exc, urllib3.exceptions.ProtocolError):
+        return False
+    cause = exc.args[1] if len(exc.args) > 1 else exc.__cause__
+    return isinstance(cause, CLOSED_UNDER)
 
 
 def _json_body(response: Reply) -> dict:

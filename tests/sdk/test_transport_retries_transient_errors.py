@@ -74,6 +74,71 @@ def test_an_answer_cut_off_halfway_is_asked_for_again(scripted):
     assert answer == {"leases": ["the first answer, again"]} and len(scripted.times) == 2
 
 
+class ClosesIdle(Scripted):
+    """Keeps each connection open after an answer, then closes it under the next request unanswered.
+
+    As uvicorn does to a kept-alive connection idle past its timeout when a
+    request goes out on it at that moment.
+    """
+
+    protocol_version = "HTTP/1.1"
+    answered = False
+
+    def do_POST(self):
+        if self.answered:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.server.dropped += 1
+            self.close_connection = True
+            return
+        self.answered = True
+        super().do_POST()
+
+
+def test_a_kept_alive_connection_closed_under_a_request_is_sent_again_at_once_unlogged(caplog):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ClosesIdle)
+    server.script, server.times, server.seen, server.dropped = [(200, {}, {"n": 1}), (200, {}, {"n": 2})], [], [], 0
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    waits = []
+
+    class Counted(Transport):
+        def backoff(self, attempt):
+            waits.append(attempt)
+            return 0.0
+
+    try:
+        client = Counted(f"http://127.0.0.1:{server.server_address[1]}", "token", retry_seconds=5)
+        with caplog.at_level("DEBUG", logger="worker_sdk.transport"):
+            assert client.request("POST", "/x", json={}) == {"n": 1}
+            assert client.request("POST", "/x", json={}) == {"n": 2}
+    finally:
+        server.shutdown()
+    assert server.dropped == 1 and len(server.seen) == 2  # the second went out twice, answered on a new connection
+    assert waits == []  # no backoff
+    assert [r.levelname for r in caplog.records] == ["DEBUG"] and "closed the connection" in caplog.text
+
+
+def test_a_server_that_closes_every_connection_unanswered_is_retried_and_logged(caplog):
+    class Never(ClosesIdle):
+        answered = True  # from the first request on
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Never)
+    server.script, server.times, server.seen, server.dropped = [], [], [], 0
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    from worker_sdk import ConnectionError as ShardlineConnectionError
+
+    try:
+        client = Transport(
+            f"http://127.0.0.1:{server.server_address[1]}", "token", retry_seconds=0.5, backoff_base=0.01
+        )
+        with caplog.at_level("WARNING", logger="worker_sdk.transport"):
+            with pytest.raises(ShardlineConnectionError, match="Connection aborted"):
+                client.request("POST", "/x", json={})
+    finally:
+        server.shutdown()
+    assert server.dropped >= 3  # the quiet repeat, then the retries with backoff
+    assert any("retrying" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+
+
 def test_client_errors_are_raised_at_once_as_their_class(scripted):
     scripted.script = [
         (409, {}, {"error": "lease_lost", "message": "lease 5 is not held"}),
