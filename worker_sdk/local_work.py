@@ -37,6 +37,8 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING
 
+from .protocol import Lease
+
 if TYPE_CHECKING:
     from .queue import WorkQueue
 
@@ -101,6 +103,28 @@ class LocalWorkMgr:
         """
         known = set(works)
         return [w for w in self.found if w not in known and not (sliced and w.split("?", 1)[0] in known)]
+
+    def first_leases(self, works: list[str], prefix: str | None, sliced: bool, resumed: list[dict], worker: str):
+        """A restart's first leases: the works found only in the folder (read here), then ``resumed``, the worker's own taken back."""
+        local = [
+            Lease(-(n + 1), 0, (prefix or "") + work, 0, n, local=True)
+            for n, work in enumerate(self.local_only(works, sliced))
+        ]
+        leases = [Lease.from_json(raw) for raw in resumed]
+        if local or leases:
+            log.info(
+                "work queue: worker %s restarted: %d works found only in %s read first, %d of its leases taken back",
+                worker,
+                len(local),
+                self.directory,
+                len(leases),
+            )
+        return local + leases
+
+    def record_item(self, lease: Lease, prefix: str) -> None:
+        """Records a leased item as the work it was given as (without the queue's prefix)."""
+        work = lease.item[len(prefix) :] if prefix and lease.item.startswith(prefix) else lease.item
+        self.record(work)
 
     def record(self, work: str) -> None:
         """Writes ``work`` (a work as given, without the queue's prefix) to the folder, atomically."""

@@ -13,16 +13,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import warnings
-import weakref
 from contextlib import closing, contextmanager
+from functools import partial
 
-from . import at_exit, errors, look_ahead, resumable, stall
+from . import at_exit, look_ahead, resumable, stall
 from . import tf as tf_support
 from .client import Client
+from .consumers import Consumers
+from .job import QueueJob
 from .leaser import Leaser
 from .names import default_worker_name, job_name_for, job_parts
-from .protocol import Lease
 from .ranges import ranges
 from .stream import QueueExhausted, Stream
 from .sync import HandedLeases
@@ -58,10 +58,11 @@ class WorkQueue:
                     server's, on; see ``ranges()`` for which readers can)
     worker          this worker's name in the audit (default host:pid:task)
     look_ahead      items leased ahead of a loop over whole items (``items()``,
-                    a DataLoader without loader processes) while it works on
-                    one, so that it never waits on a take (default 0: take
-                    when asked). An item taken ahead and not started goes
-                    to a worker that has nothing to read.
+                    ``take()``, ``input_dataset()``, a DataLoader without
+                    loader processes) while it works on one, so that it
+                    never waits on a take (default 0: take when asked).
+                    An item taken ahead and not started goes to a worker
+                    that has nothing to read.
     client          a worker_sdk.client.Client to talk through (default: one
                     over HTTP to ``url``, retrying for ``retry_seconds``)
     """
@@ -121,18 +122,12 @@ class WorkQueue:
         # never takes its parent's leases back.
         self._restart_pid = os.getpid() if local_work_mgr is not None else None
         self._client = client or Client(Transport(url, token, retry_seconds=retry_seconds))
-        self._job: dict | None = None
         self._state_lock = threading.RLock()  # job, then leaser (which reads job)
+        self._job = QueueJob(self._client, self.spec, self.name, self._state_lock)
         # The process that uses what this queue reads (the torch adapter's
         # loader processes read for their main process); default: the worker.
         self.consumer: str | None = None
-        self._leaser_obj: Leaser | None = None
-        self._leaser_pid: int | None = None
-        # Every stream of this process, ended or not: close() acknowledges
-        # what ended ones still hold, a restore re-opens them all.
-        self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
-        self._default: look_ahead.Taker | None = None
-        self._takers: weakref.WeakSet[look_ahead.Taker] = weakref.WeakSet()
+        self._consumers = Consumers(self._new_leaser, self._state_lock, look_ahead)
         at_exit.register(self)
         if local_work_mgr is not None:
             local_work_mgr.attach(self)
@@ -182,99 +177,37 @@ class WorkQueue:
     @property
     def job(self) -> dict:
         """The server job (created, or attached to, on first use)."""
-        with self._state_lock:
-            if self._job is None:
-                self._job = self._create_or_attach()
-            return self._job
+        return self._job.get()
 
     def _replace_job(self, old_job: int) -> None:
         """Creates this queue's job in place of job ``old_job`` of the same name (``_abandon``)."""
         with self._state_lock:
-            if self._job is not None and self._job["id"] != old_job:
-                return  # already on a job of this spec
-            self._job = self._create_or_attach(replaces=old_job)
-            if self._leaser_obj is not None:  # it held the old job's leases: forget them, re-open the streams
-                self._reset_after_restore()
-                self._leaser_obj.stop()
-                self._leaser_obj, self._leaser_pid = None, None
-
-    def _create_or_attach(self, replaces: int | None = None) -> dict:
-        spec = self.spec() if replaces is None else {**self.spec(), "replaces": replaces}
-        try:
-            job = self._client.create_job(spec)
-        except errors.JobSpecConflictError as exc:
-            raise errors.JobSpecConflictError(
-                exc.status,
-                exc.code,
-                f"{exc.message}. A different run over other data needs its own job: pass name=... "
-                f"or set SHARDLINE_RUN to tell the runs apart.",
-                exc.body,
-            ) from None
-        if job["state"] in ("done", "cancelled"):
-            warnings.warn(
-                f"work queue {self.name}: job {job['name']!r} (id {job['id']}) on {self._client.transport.url} is already "
-                f"{job['state']}, so there is nothing left to read. This is how a restart of a finished run looks; "
-                f"to read the works again as a new run, set SHARDLINE_RUN (or pass run=...) to a new value, "
-                f"e.g. SHARDLINE_RUN=$(date +%Y%m%d-%H%M%S), the same on every worker.",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-        return job
+            if self._job.replace(old_job):
+                self._consumers.drop()  # it held the old job's leases: forget them, re-open the streams
 
     def _leaser(self) -> Leaser:
-        # One leaser (and heartbeat thread) per process: after a fork (a
-        # DataLoader worker) the child starts its own under its own name.
-        # Under the lock: dataset()'s interleave threads make their first
-        # take at once, and each would otherwise start a leaser of its own.
-        pid = os.getpid()
-        with self._state_lock:
-            if self._leaser_obj is None or self._leaser_pid != pid:
-                job = self.job
-                worker = self._worker_name()
-                if self._leaser_pid is not None and self._leaser_pid != pid:
-                    self._streams = weakref.WeakSet()
-                    self._takers = weakref.WeakSet()
-                    self._default = None
-                manager = self.local_work_mgr
-                self._leaser_obj = Leaser(
-                    self._client,
-                    job["id"],
-                    worker,
-                    self.consumer or worker,
-                    float(job["lease_timeout"]),
-                    self.name,
-                    on_leased=None if manager is None else self._record_local,
-                    restartable=manager is not None,
-                )
-                self._leaser_pid = pid
-                if manager is not None and self._restart_pid == pid:
-                    self._restart_pid = None  # once per process
-                    self._leaser_obj.hand_first(self._restarted(job))
-            return self._leaser_obj
+        return self._consumers.leaser()
 
-    def _restarted(self, job: dict) -> list[Lease]:
-        """A LocalWorkMgr's restart: the works found only in its folder, then the worker's own leases back."""
+    def _new_leaser(self) -> Leaser:
+        # One per process (worker_sdk.consumers), made under the queue's lock.
+        job = self.job
+        worker = self._worker_name()
         manager = self.local_work_mgr
-        local = [
-            Lease(-(n + 1), 0, (self.prefix or "") + work, 0, n, local=True)
-            for n, work in enumerate(manager.local_only(self._works, bool(self.num_slices)))
-        ]
-        resumed = [Lease.from_json(raw) for raw in self._client.resume_leases(job["id"], self._worker_name())["leases"]]
-        if local or resumed:
-            log.info(
-                "work queue %s: worker %s restarted: %d works found only in %s read first, %d of its leases taken back",
-                self.name,
-                self._worker_name(),
-                len(local),
-                manager.directory,
-                len(resumed),
-            )
-        return local + resumed
-
-    def _record_local(self, lease: Lease) -> None:
-        prefix = self.prefix or ""
-        work = lease.item[len(prefix) :] if prefix and lease.item.startswith(prefix) else lease.item
-        self.local_work_mgr.record(work)
+        leaser = Leaser(
+            self._client,
+            job["id"],
+            worker,
+            self.consumer or worker,
+            float(job["lease_timeout"]),
+            self.name,
+            on_leased=None if manager is None else partial(manager.record_item, prefix=self.prefix or ""),
+            restartable=manager is not None,
+        )
+        if manager is not None and self._restart_pid == os.getpid():
+            self._restart_pid = None  # once per process
+            resumed = self._client.resume_leases(job["id"], worker)["leases"]
+            leaser.hand_first(manager.first_leases(self._works, self.prefix, bool(self.num_slices), resumed, worker))
+        return leaser
 
     def connect(self) -> None:
         """Creates or attaches the job and starts this process's leaser now rather than at the first take.
@@ -291,9 +224,7 @@ class WorkQueue:
 
         ``upto_epoch`` and ``sync``: a rank of synchronous training (worker_sdk.sync).
         """
-        stream = Stream(self._leaser, self.name, lag, tracks, upto_epoch, sync)
-        self._streams.add(stream)
-        return stream
+        return self._consumers.stream(self.name, lag, tracks, upto_epoch, sync)
 
     def handed_leases(self) -> HandedLeases:
         """Completes or gives back leases another process took and handed over with their records (worker_sdk.sync)."""
@@ -301,24 +232,27 @@ class WorkQueue:
 
     def release_unfinished(self, reason: str) -> None:
         """Gives back unread every item this process holds and no consumer of it finished (a loader process ending)."""
-        if self._leaser_obj is not None and self._leaser_pid == os.getpid():
-            self._leaser_obj.release_unfinished(reason)
+        leaser = self._consumers.current
+        if leaser is not None:
+            leaser.release_unfinished(reason)
 
     def leave_handed(self) -> None:
         """This process handed every item it holds to another and ends: they stay leased for the receiver."""
-        if self._leaser_obj is not None and self._leaser_pid == os.getpid():
-            self._leaser_obj.leave_to_receiver()
+        leaser = self._consumers.current
+        if leaser is not None:
+            leaser.leave_to_receiver()
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.update(_leaser_obj=None, _leaser_pid=None, _streams=None, _takers=None, _default=None, _state_lock=None)
+        state.update(_consumers=None, _state_lock=None, _job=self._job.known)
         return state
 
     def __setstate__(self, state):
+        job = state.pop("_job")
         self.__dict__.update(state)
-        self._streams = weakref.WeakSet()
-        self._takers = weakref.WeakSet()
         self._state_lock = threading.RLock()  # job, then leaser (which reads job)
+        self._job = QueueJob(self._client, self.spec, self.name, self._state_lock, job)
+        self._consumers = Consumers(self._new_leaser, self._state_lock, self.look_ahead)
         at_exit.register(self)
 
     # -- plain Python ---------------------------------------------------------
@@ -336,7 +270,7 @@ class WorkQueue:
 
     def whole_items_stream(self) -> Stream:
         """A stream for a loop over whole items, shaped for ``look_ahead.leases(stream, self.look_ahead)``."""
-        return self.stream(lag=None if self.look_ahead else 1)
+        return self._consumers.whole_items_stream(self.name)
 
     def ranges(self):
         """One ``WorkRange`` per leased item, for readers of one's own that claim records (worker_sdk.ranges).
@@ -405,7 +339,7 @@ class WorkQueue:
         if generation is None:
             generation = os.environ.get("SHARDLINE_RESTORE_GENERATION", "")
         result = self._client.restore(self.job["id"], int(snapshot_id), self._worker_name(), generation)
-        self._reset_after_restore()
+        self._consumers.reset_after_restore()
         log.info(
             "work queue %s: restored snapshot %s of job %s (%s items re-opened, %s leases taken back%s)",
             self.name,
@@ -416,15 +350,6 @@ class WorkQueue:
             ", a repeat" if result["repeated"] else "",
         )
         return result
-
-    def _reset_after_restore(self) -> None:
-        # The server fenced every lease: forget them here, so that nothing is
-        # completed (or heartbeated) with a dead token, and let finished
-        # consumers read again from the snapshot's position.
-        if self._leaser_obj is not None and self._leaser_pid == os.getpid():
-            self._leaser_obj.forget_all()
-        for stream in list(self._streams):
-            stream.reset()
 
     def checkpoint_state(self) -> bytes:
         """What a checkpoint stores (besides the spec digest): a fresh snapshot of the job."""
@@ -463,15 +388,7 @@ class WorkQueue:
 
         The queue stays usable: a later take reconnects and starts a new heartbeat.
         """
-        if self._leaser_obj is not None and self._leaser_pid == os.getpid():
-            for taker in list(self._takers):
-                taker.close()  # what take() leased ahead goes back unread
-            for stream in list(self._streams):
-                if stream.ended:
-                    stream.finish()
-            self._leaser_obj.flush()
-            self._leaser_obj.stop()
-            self._leaser_obj = None
+        self._consumers.close()
         self._client.close()
 
     # -- TensorFlow (worker_sdk.tf imports it when one of these is called) ----
@@ -509,13 +426,8 @@ class WorkQueue:
 
     def default_taker(self) -> look_ahead.Taker:
         """This process's shared taker: the one eager ``take()`` hands items from, one after another."""
-        if self._default is None or self._leaser_pid != os.getpid():
-            self._leaser()
-            self._default = self.taker()
-        return self._default
+        return self._consumers.default_taker(self.name)
 
     def taker(self) -> look_ahead.Taker:
         """A consumer that takes one item per call (``take()``), ``look_ahead`` of them leased ahead."""
-        taker = look_ahead.Taker(self.whole_items_stream(), self.look_ahead)
-        self._takers.add(taker)
-        return taker
+        return self._consumers.taker(self.name)

@@ -42,13 +42,13 @@ def test_a_closed_queue_reconnects_and_heartbeats_again_when_used(sdk_env):
     queue = WorkQueue(["/a", "/b", "/c"], shuffle=False)
     with queue.lease() as item:
         assert item == "/a"
-    stopped = queue._leaser_obj
+    stopped = queue._consumers.current
     queue.close()
     assert not queue._client.transport.connected  # its connections are closed
     assert stopped._heartbeat.join(timeout=10)  # its heartbeat thread ended
 
     iterator = queue.items()
     assert next(iterator) == "/b"
-    assert queue._leaser_obj is not stopped and queue._leaser_obj._heartbeat.alive()
+    assert queue._consumers.current is not stopped and queue._consumers.current._heartbeat.alive()
     assert list(iterator) == ["/c"]
     assert queue.watermarks()["state"] == "done"

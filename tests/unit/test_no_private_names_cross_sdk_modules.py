@@ -144,7 +144,7 @@ def sdk_modules():
 
 def test_no_module_of_the_sdk_reaches_into_another_modules_private_names():
     queue_private = workqueue_private_names(OWNER.read_text())
-    assert {"_client", "_leaser_obj", "_streams"} <= queue_private  # the check knows what WorkQueue keeps
+    assert {"_client", "_consumers", "_job"} <= queue_private  # the check knows what WorkQueue keeps
     found = []
     for path, module, is_package in sdk_modules():
         found += violations(path.read_text(), module, is_package, queue_private, owner=path == OWNER)
@@ -158,7 +158,7 @@ def test_the_allowed_private_module_exists_and_says_why():
     assert "internal seam" in (SDK / "tf" / "_require.py").read_text()
 
 
-QUEUE_PRIVATE = {"_client", "_leaser_obj", "_streams", "_job", "_leaser", "_reset_after_restore"}
+QUEUE_PRIVATE = {"_client", "_consumers", "_job", "_leaser", "_replace_job"}
 
 
 @pytest.mark.parametrize(
@@ -166,13 +166,13 @@ QUEUE_PRIVATE = {"_client", "_leaser_obj", "_streams", "_job", "_leaser", "_rese
     [
         ("def plan(queue):\n    return queue._client.epoch_records(1, 0)\n", "worker_sdk.sync"),
         ("class L:\n    def f(self):\n        return Ledger(self.queue._client)\n", "worker_sdk.torch"),
-        ("def f(queue):\n    return getattr(queue, '_leaser_obj')\n", "worker_sdk.sync"),
+        ("def f(queue):\n    return getattr(queue, '_consumers')\n", "worker_sdk.sync"),
         ("from .leaser import _leasers\n", "worker_sdk.sync"),
         ("from worker_sdk.stream import _NOTHING\n", "worker_sdk.torch"),
         ("from .._private import thing\n", "worker_sdk.tf.ops"),
         ("import worker_sdk._private\n", "worker_sdk.sync"),
         ("class Mixin:\n    def snapshot(self):\n        return self._client.snapshot(1)\n", "worker_sdk.resumable"),
-        ("class Mixin:\n    def reset(self):\n        self._reset_after_restore()\n", "worker_sdk.resumable"),
+        ("class Mixin:\n    def replace(self):\n        self._replace_job(1)\n", "worker_sdk.resumable"),
     ],
 )
 def test_the_check_finds_each_kind_of_reach(source, module):

@@ -1,0 +1,110 @@
+"""What one process reads a WorkQueue with: its leaser (one heartbeat thread), its streams and its takers.
+
+A WorkQueue is shared by every consumer of a process and survives a fork
+(a DataLoader's loader processes inherit it). What reads through it does
+not: a forked child starts its own leaser under its own worker name, and
+never heartbeats, completes or gives back its parent's leases. This object
+owns that per-process state, so the rule lives in one place: whatever a
+call finds from another process is dropped, and rebuilt here on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Callable
+
+from . import look_ahead
+from .leaser import Leaser
+from .stream import Stream
+
+
+class Consumers:
+    """This process's leaser, streams and takers for one queue.
+
+    ``make_leaser`` builds the process's leaser (it creates or attaches the
+    job first); ``lock`` is the queue's, held while the leaser is made, so
+    that threads making their first take at once (``dataset()``'s interleave
+    slots) share one, and a job replaced meanwhile is never half-seen.
+    """
+
+    def __init__(self, make_leaser: Callable[[], Leaser], lock: threading.RLock, look_ahead_depth: int):
+        self._make_leaser = make_leaser
+        self._lock = lock
+        self._depth = look_ahead_depth
+        self._leaser: Leaser | None = None
+        self._pid: int | None = None
+        # Every stream of this process, ended or not: close() acknowledges
+        # what ended ones still hold, a restore re-opens them all.
+        self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
+        self._takers: weakref.WeakSet[look_ahead.Taker] = weakref.WeakSet()
+        self._default: look_ahead.Taker | None = None
+
+    @property
+    def current(self) -> Leaser | None:
+        """This process's leaser if it has one now (None: none started, or only a parent's)."""
+        return self._leaser if self._pid == os.getpid() else None
+
+    def leaser(self) -> Leaser:
+        """This process's leaser, started on first use (after a fork: the child's own)."""
+        pid = os.getpid()
+        with self._lock:
+            if self._leaser is None or self._pid != pid:
+                if self._pid is not None and self._pid != pid:
+                    # A parent's consumers: read for it, never by this process.
+                    self._streams = weakref.WeakSet()
+                    self._takers = weakref.WeakSet()
+                    self._default = None
+                self._leaser = self._make_leaser()
+                self._pid = pid
+            return self._leaser
+
+    def stream(self, name: str, lag: int | None, tracks: bool, upto_epoch: int | None, sync: bool) -> Stream:
+        stream = Stream(self.leaser, name, lag, tracks, upto_epoch, sync)
+        self._streams.add(stream)
+        return stream
+
+    def whole_items_stream(self, name: str) -> Stream:
+        """A stream for a loop over whole items, shaped for ``look_ahead.leases(stream, depth)``."""
+        return self.stream(name, None if self._depth else 1, False, None, False)
+
+    def taker(self, name: str) -> look_ahead.Taker:
+        taker = look_ahead.Taker(self.whole_items_stream(name), self._depth)
+        self._takers.add(taker)
+        return taker
+
+    def default_taker(self, name: str) -> look_ahead.Taker:
+        if self._default is None or self._pid != os.getpid():
+            self.leaser()
+            self._default = self.taker(name)
+        return self._default
+
+    def reset_after_restore(self) -> None:
+        """The server fenced every lease: forget them, and let finished consumers read again from the snapshot."""
+        leaser = self.current
+        if leaser is not None:
+            leaser.forget_all()
+        for stream in list(self._streams):
+            stream.reset()
+
+    def drop(self) -> None:
+        """Stops this process's leaser and forgets it (a replaced job's leases mean nothing now)."""
+        if self._leaser is not None:
+            self.reset_after_restore()
+            self._leaser.stop()
+            self._leaser, self._pid = None, None
+
+    def close(self) -> None:
+        """Gives back what takers leased ahead, acknowledges what ended streams hold, stops the heartbeat."""
+        leaser = self.current
+        if leaser is None:
+            return
+        for taker in list(self._takers):
+            taker.close()  # what take() leased ahead goes back unread
+        for stream in list(self._streams):
+            if stream.ended:
+                stream.finish()
+        leaser.flush()
+        leaser.stop()
+        self._leaser = None
