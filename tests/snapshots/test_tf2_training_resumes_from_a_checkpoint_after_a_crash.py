@@ -36,9 +36,11 @@ def test_a_killed_tf2_run_reads_again_exactly_what_followed_its_checkpoint(sdk_e
     for epoch in (0, 1):
         assert items.filter(epoch=epoch).count() == 4
     (restore,) = SnapshotRestore.objects.filter(job_id=job["id"])
-    assert (restore.reopened, restore.fenced) == (3, 1)
+    # Fenced: the item in hand at the crash, and the one leased ahead of it
+    # (WorkQueue's look_ahead) if that take reached the server before the kill.
+    assert restore.reopened == 3 and restore.fenced in (1, 2)
     rolled_back = ItemHistory.objects.filter(job_id=job["id"])
-    assert rolled_back.count() == 4
+    assert rolled_back.count() == restore.reopened + restore.fenced
     some = rolled_back.filter(state="done").first()
     history = live_api().get(f"/api/v1/jobs/{job['id']}/items/{some.item_id}/history/").json()["history"]
     assert [e["kind"] for e in history] == ["completed", "restored", "completed"]
