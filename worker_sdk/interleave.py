@@ -2,10 +2,8 @@
 
 Each of ``cycle_length`` slots is a thread with its own stream: it leases an
 item, reads its records into a shared buffer (``block_length`` at a time),
-then leases the next. While other slots read, a slot takes only when the
-consumer finds the buffer empty, and then ahead of it, asking no one for
-work (``_Slots``); the slot that finds every sibling idle takes as a
-consumer does: it waits at the end of the queue and asks for splits.
+then leases the next. A slot that finds nothing waits at the end of the
+queue, while the other slots go on reading.
 
 Claims follow consumption: a record of a record range is claimed (its
 position reported, a split cut no lower) when the consumer receives it, not
@@ -42,13 +40,11 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 from . import stall
 from .ahead import put_unless_stopped
 from .protocol import Lease
-from .stream import QueueExhausted, Stream, exhausted_message
+from .stream import QueueExhausted, Stream
 from .tracker import RangeTracker
 
 _PUT_POLL = 0.1  # seconds between checks for a closed consumer while the buffer is full
 _CLOSE_SECONDS = 30.0
-# A slot whose take ahead found nothing answers the consumer's next stall no sooner.
-_RETRY_AHEAD = 0.5
 _STOPPED = "the consumer stopped before receiving this item's last record"
 
 
@@ -97,87 +93,6 @@ class _Reading:
             self.stream.untrack(self.lease, self.tracker)
 
 
-class _Slots:
-    """When a slot takes as an idle consumer would, when ahead of one, and when not at all.
-
-    A slot whose siblings still read is not an idle worker: its consumer
-    trains on what they hold at the process's pace, however many slots read
-    it. Its take asked for splits all the same, and the processes of a job
-    cut one another's ranges to its end (54-90 splits in a 6-s job of eight
-    processes, bench/RESULTS.md); each process's slots also leased several
-    items at once, which others then had to split off. Now:
-
-    - the slot that finds no sibling reading takes as a consumer does (it
-      waits at the end of the queue, asks for splits, learns the end, and
-      then every slot ends);
-    - while a sibling reads, a slot takes only when the consumer found the
-      buffer empty (its data stalls: the reading slots do not keep up), and
-      then ahead of the consumer (``Stream.next_ahead``): it leases what is
-      pending and asks no one for anything, and near the end of a job the
-      server defers a slow process's take ahead. A slot that got nothing
-      waits ``_RETRY_AHEAD`` before it answers another stall.
-
-    So a process reads as few leases at once as keep its consumer fed.
-    """
-
-    def __init__(self, stop: threading.Event):
-        self._stop = stop
-        self._reading = 0  # slots holding an item the consumer has not received whole
-        self._stalls = 0  # times the consumer found the buffer empty
-        self._ended = False  # a slot learned the queue's end: every slot ends without asking again
-        self._changed = threading.Condition()
-
-    def next(self, stream: Stream) -> Lease:
-        with self._changed:
-            answered = self._stalls  # takes ahead for a stall to come, not for one past
-        retry_at = 0.0
-        while True:
-            with self._changed:
-                while True:
-                    if self._ended:
-                        raise QueueExhausted(exhausted_message(stream.name))
-                    if self._stop.is_set():
-                        raise _Stop
-                    if self._reading == 0:
-                        self._reading += 1  # counted before the take: a sibling starting now waits
-                        alone = True
-                        break
-                    if self._stalls != answered and time.monotonic() >= retry_at:
-                        answered, alone = self._stalls, False
-                        break
-                    self._changed.wait(_PUT_POLL)
-            if alone:
-                try:
-                    return stream.next()
-                except QueueExhausted:
-                    with self._changed:
-                        self._ended = True
-                    self.done()
-                    raise
-                except BaseException:
-                    self.done()
-                    raise
-            leases = stream.next_ahead(1)
-            if leases:
-                stream.leaser().started(leases)  # read from now on: never given back to an idle worker
-                with self._changed:
-                    self._reading += 1
-                return leases[0]
-            retry_at = time.monotonic() + _RETRY_AHEAD
-
-    def stalled(self) -> None:
-        """The consumer found the buffer empty."""
-        with self._changed:
-            self._stalls += 1
-            self._changed.notify_all()
-
-    def done(self) -> None:
-        """A slot's item was received whole (or its reading, or its take, ended otherwise)."""
-        with self._changed:
-            self._reading -= 1
-            self._changed.notify_all()
-
-
 class _Block(NamedTuple):
     reading: _Reading
     first: int | None  # the position of its first record (None: not a record range)
@@ -216,9 +131,6 @@ def interleave(
     # whose take returned after the close.
     readings: dict[int, _Reading] = {}
     readings_lock = threading.Lock()
-    # How many slots hold an item the consumer has not received whole; a
-    # slot whose siblings read takes ahead (see Slots).
-    slots = _Slots(stop)
 
     def out(reading: _Reading) -> bool:
         with readings_lock:
@@ -264,7 +176,7 @@ def interleave(
         try:
             while True:
                 try:
-                    lease = slots.next(stream)
+                    lease = stream.next()
                 except QueueExhausted:
                     break
                 reading = _Reading(stream, lease)
@@ -281,8 +193,6 @@ def interleave(
                     if out(reading):  # leased as the consumer closed: given back here
                         reading.stop()
                     raise
-                finally:
-                    slots.done()
         except _Stop:
             pass
         except BaseException as exc:  # the take's error (a cancelled job) reaches the consumer
@@ -301,11 +211,7 @@ def interleave(
     meter.wait()
     try:
         while running:
-            try:
-                message = buffer.get_nowait()
-            except queue_module.Empty:
-                slots.stalled()
-                message = buffer.get()
+            message = buffer.get()
             if message is None:
                 running -= 1
             elif isinstance(message, _Block):
