@@ -49,6 +49,9 @@ class Consumers:
     def leaser(self) -> Leaser:
         """This process's leaser, started on first use (after a fork: the child's own)."""
         pid = os.getpid()
+        leaser = self._leaser
+        if leaser is not None and self._pid == pid:
+            return leaser  # a stream asks for it several times per item: no lock once it is made
         with self._lock:
             if self._leaser is None or self._pid != pid:
                 if self._pid is not None and self._pid != pid:

@@ -66,6 +66,6 @@ class QueueJob:
                 f"run looks; to read the works again as a new run, set SHARDLINE_RUN (or pass run=...) to a new "
                 f"value, e.g. SHARDLINE_RUN=$(date +%Y%m%d-%H%M%S), the same on every worker.",
                 RuntimeWarning,
-                stacklevel=5,  # past WorkQueue.job and its caller, as before this class was split out
+                stacklevel=5,  # past this method, get(), WorkQueue.job and the SDK frame that asked for it
             )
         return job
