@@ -10,14 +10,17 @@ call finds from another process is dropped, and rebuilt here on first use.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import weakref
 from collections.abc import Callable
 
 from . import look_ahead
-from .leaser import Leaser
+from .leaser import SETTLE_SECONDS, Leaser
 from .stream import Stream
+
+log = logging.getLogger("worker_sdk")
 
 
 class Consumers:
@@ -90,6 +93,18 @@ class Consumers:
             leaser.forget_all()
         for stream in list(self._streams):
             stream.reset()
+
+    def settle(self) -> None:
+        """Acknowledges what every consumer here has finished, those another thread is sending included."""
+        leaser = self.current
+        if leaser is None:
+            return
+        for stream in list(self._streams):
+            stream.acknowledge_now()
+        if not leaser.settle():
+            log.warning(
+                "work queue: completions still on their way after %s s; a snapshot may not count them", SETTLE_SECONDS
+            )
 
     def drop(self) -> None:
         """Stops this process's leaser and forgets it (a replaced job's leases mean nothing now)."""

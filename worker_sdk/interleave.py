@@ -2,8 +2,12 @@
 
 Each of ``cycle_length`` slots is a thread with its own stream: it leases an
 item, reads its records into a shared buffer (``block_length`` at a time),
-then leases the next. A slot that finds nothing waits at the end of the
-queue, while the other slots go on reading.
+then leases the next. A process reads as few items at once as keep its
+consumer fed (``_Slots``): one slot takes at a time; while a sibling reads,
+a slot takes only once the consumer has waited ``_STARVED`` seconds on an
+empty buffer, and then without waiting on the server; the slot that finds
+every sibling done takes as a consumer does (it waits at the end of the
+queue, learns the end, and then every slot ends).
 
 Claims follow consumption: a record of a record range is claimed (its
 position reported, a split cut no lower) when the consumer receives it, not
@@ -40,11 +44,15 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 from . import stall
 from .ahead import put_unless_stopped
 from .protocol import Lease
-from .stream import QueueExhausted, Stream
+from .stream import QueueExhausted, Stream, exhausted_message
 from .tracker import RangeTracker
 
 _PUT_POLL = 0.1  # seconds between checks for a closed consumer while the buffer is full
 _CLOSE_SECONDS = 30.0
+# Seconds the consumer waits on an empty buffer, summed since the last take,
+# before another slot takes while a sibling reads: long enough that a reader
+# that keeps up never adds a lease, short beside any job worth slicing.
+_STARVED = 0.2
 _STOPPED = "the consumer stopped before receiving this item's last record"
 
 
@@ -93,6 +101,106 @@ class _Reading:
             self.stream.untrack(self.lease, self.tracker)
 
 
+class _Slots:
+    """When a slot takes: one at a time, and while a sibling reads only for a starved consumer.
+
+    A slot whose siblings read is not an idle worker: its consumer trains on
+    what they hold at the process's pace. When every slot took as an idle
+    consumer does, each process leased several slices at the start and its
+    idle slots asked for splits all along, so the processes of a job cut one
+    another's ranges to its end (54-90 splits in a 6-s job of eight
+    processes, bench/RESULTS.md). Now:
+
+    - the slot that finds no sibling reading takes as a consumer does
+      (``Stream.next``: it may wait on the server, asks for splits, learns
+      the end, and then every slot ends);
+    - while a sibling reads, a slot takes once the consumer has waited
+      ``_STARVED`` seconds on an empty buffer since the last take (a slow
+      reader, a blocked item), with ``Stream.try_next``, which answers at
+      once: such a slot is never in a wait that a closing consumer cannot
+      see the end of, and brings nothing after the close that the close did
+      not wait for (a waiting take could lease the rest of a range the close
+      gives back, and the process exit holding it);
+    - one take at a time, so the slots do not lease several items at once.
+    """
+
+    def __init__(self, stop: threading.Event):
+        self._stop = stop
+        self._reading = 0  # slots holding an item the consumer has not received whole
+        self._taking = False
+        self._ended = False  # a slot learned the queue's end: every slot ends without asking again
+        self._starved = 0.0  # seconds the consumer waited on an empty buffer since the last take
+        self._starving_since: float | None = None
+        # The stream in a take that may wait on the server (the close does not wait for it).
+        self.waiting: Stream | None = None
+        self._changed = threading.Condition()
+
+    def next(self, stream: Stream) -> Lease:
+        """The slot's next lease; QueueExhausted once the queue has ended, _Stop once the consumer closed."""
+        while True:
+            with self._changed:
+                alone = self._turn(stream)
+                self._taking = True
+                if alone:
+                    self.waiting = stream
+            lease = None
+            try:
+                lease = stream.next() if alone else stream.try_next()
+            except QueueExhausted:
+                with self._changed:
+                    self._ended = alone or self._ended
+                raise
+            finally:
+                with self._changed:
+                    self._taking, self.waiting = False, None
+                    self._starved = 0.0
+                    if self._starving_since is not None:
+                        self._starving_since = time.monotonic()
+                    if lease is not None:
+                        self._reading += 1
+                    self._changed.notify_all()
+            if lease is not None:
+                return lease
+
+    def _turn(self, stream: Stream) -> bool:
+        """Waits (holding the lock) for this slot's turn to take; True: no sibling reads."""
+        while True:
+            if self._ended:
+                raise QueueExhausted(exhausted_message(stream.name))
+            if self._stop.is_set():
+                raise _Stop
+            timeout = _PUT_POLL
+            if not self._taking:
+                if self._reading == 0:
+                    return True
+                left = _STARVED - self._starved
+                if self._starving_since is not None:
+                    left -= time.monotonic() - self._starving_since
+                    if left <= 0:
+                        return False
+                    timeout = min(timeout, left)
+            self._changed.wait(timeout)
+
+    def done(self) -> None:
+        """A slot's item was received whole, or its reading ended otherwise."""
+        with self._changed:
+            self._reading -= 1
+            self._changed.notify_all()
+
+    def starving(self) -> None:
+        """The consumer found the buffer empty and waits."""
+        with self._changed:
+            self._starving_since = time.monotonic()
+            self._changed.notify_all()
+
+    def fed(self) -> None:
+        """The consumer's wait ended."""
+        with self._changed:
+            if self._starving_since is not None:
+                self._starved += time.monotonic() - self._starving_since
+                self._starving_since = None
+
+
 class _Block(NamedTuple):
     reading: _Reading
     first: int | None  # the position of its first record (None: not a record range)
@@ -131,6 +239,7 @@ def interleave(
     # whose take returned after the close.
     readings: dict[int, _Reading] = {}
     readings_lock = threading.Lock()
+    slots = _Slots(stop)
 
     def out(reading: _Reading) -> bool:
         with readings_lock:
@@ -176,7 +285,7 @@ def interleave(
         try:
             while True:
                 try:
-                    lease = stream.next()
+                    lease = slots.next(stream)
                 except QueueExhausted:
                     break
                 reading = _Reading(stream, lease)
@@ -193,6 +302,8 @@ def interleave(
                     if out(reading):  # leased as the consumer closed: given back here
                         reading.stop()
                     raise
+                finally:
+                    slots.done()
         except _Stop:
             pass
         except BaseException as exc:  # the take's error (a cancelled job) reaches the consumer
@@ -211,7 +322,14 @@ def interleave(
     meter.wait()
     try:
         while running:
-            message = buffer.get()
+            try:
+                message = buffer.get_nowait()
+            except queue_module.Empty:
+                slots.starving()
+                try:
+                    message = buffer.get()
+                finally:
+                    slots.fed()
             if message is None:
                 running -= 1
             elif isinstance(message, _Block):
@@ -236,14 +354,16 @@ def interleave(
         stop.set()
         for stream in streams:
             stream.stop()
-        # Slots blocked on a full buffer see the stop within _PUT_POLL; one
-        # in the middle of a request finishes it first. A slot in a take,
-        # which may wait on the server for work, holds no item to give back
-        # yet: it is not waited for, and gives back what the take brings when
-        # it returns. Past the deadline, a slot is left to end on its own.
+        # Slots blocked on a full buffer or waiting for their turn see the
+        # stop within _PUT_POLL; one in the middle of a request finishes it
+        # first. The slot in a take that may wait on the server for work is
+        # not waited for: every sibling had received its items whole, so it
+        # can bring nothing this close gives back, and it gives back what it
+        # brings when it returns. Past the deadline, a slot is left to end on
+        # its own.
         deadline = time.monotonic() + _CLOSE_SECONDS
         while (
-            any(thread.is_alive() and not stream.taking for thread, stream in zip(threads, streams))
+            any(thread.is_alive() and stream is not slots.waiting for thread, stream in zip(threads, streams))
             and time.monotonic() < deadline
         ):
             try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from typing import Callable
 
 from . import at_end, errors, stall
@@ -33,6 +34,10 @@ log = logging.getLogger("worker_sdk")
 # answers as soon as some comes, or the queue ends); a server over WSGI
 # answers at once.
 TAKE_WAIT = 20.0
+# Seconds settle() waits for the completions other requests carry: a take
+# ahead answers in milliseconds; a take waiting on the server for work
+# committed its completions before it began to wait.
+SETTLE_SECONDS = 5.0
 GIVE_BACK_REASON = "taken ahead and not started; given back to a worker with nothing to read"
 
 
@@ -170,13 +175,18 @@ class Leaser:
         )
         try:
             answer = self.client.take(self.job_id, request)
-        finally:
+        except BaseException:
             self._stop_sending(sent)
+            raise
         leases = list(answer.leases)
         with self._lock:
+            # Under the same lock as their end of sending: settle() never
+            # sees them unsent and unacknowledged, and sends them again.
+            self._sending.difference_update(lease.id for lease in sent)
             for lease in sent:
                 self._finished.pop(lease.id, None)
                 self._held.pop(lease.id, None)
+            self._lock.notify_all()
             self._started.difference_update(started)
             for lease in leases:
                 self._held[lease.id] = lease
@@ -278,6 +288,24 @@ class Leaser:
         for lease in self._start_sending():
             self._report(lease, lambda: self.client.complete(lease.id, lease.token), "its completion was refused")
 
+    def settle(self, timeout: float = SETTLE_SECONDS) -> bool:
+        """Sends every finished lease and waits for those other requests are sending; False if some are still out.
+
+        A snapshot taken next counts every item a consumer here finished
+        (a take ahead on another thread may be carrying one).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            self.flush()
+            with self._lock:
+                while self._finished and self._finished.keys() <= self._sending:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._lock.wait(left)
+                if not self._finished:
+                    return True
+
     def _start_sending(self) -> list[Lease]:
         """The finished leases no other request is sending."""
         with self._lock:
@@ -288,6 +316,7 @@ class Leaser:
     def _stop_sending(self, sent: list[Lease]) -> None:
         with self._lock:
             self._sending.difference_update(lease.id for lease in sent)
+            self._lock.notify_all()
 
     def release_unfinished(self, reason: str) -> None:
         """Gives back unread, without using an attempt, every lease held that no consumer here finished.
@@ -381,12 +410,15 @@ class Leaser:
             send()
         except errors.LeaseLostError:
             self.lost(lease.id, refused, lease.token)
-        finally:
-            self._stop_sending([lease])
+        except BaseException:
+            self._stop_sending([lease])  # still finished: the next request sends it
+            raise
         with self._lock:
+            self._sending.discard(lease.id)
             if self._forget_held(lease):
                 self._unstarted.pop(lease.id, None)
                 self._started.discard(lease.id)
+            self._lock.notify_all()
 
     def forget_all(self) -> None:
         """The server fenced every lease (a restore): hold nothing, report nothing lost."""

@@ -80,6 +80,7 @@ class LookAhead(Iterator[Lease]):
         self._idle = False  # the last take ahead found nothing: wait for the consumer's own
         self._closed = False
         self._current: Lease | None = None
+        stream.untold = self._tell
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 

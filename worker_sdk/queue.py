@@ -322,9 +322,13 @@ class WorkQueue:
     def snapshot(self) -> dict:
         """Takes a snapshot of the job's position on the server: ``{"id", "job", "seq", ...}``.
 
-        Items this process is still reading are not completed yet, so a
-        restore of this snapshot reads them again (at least once, never lost).
+        What this process's consumers have finished is acknowledged first
+        (with a look-ahead, a finished item's completion rides the next take
+        ahead, which may still be on its way). Items still being read are
+        not completed yet, so a restore of this snapshot reads them again
+        (at least once, never lost).
         """
+        self._consumers.settle()
         return self._client.snapshot(self.job["id"], self._worker_name())
 
     def restore(self, snapshot_id: int, generation: str | None = None) -> dict:

@@ -104,12 +104,12 @@ class Stream:
         # Counts restores (reset()): a lease taken ahead before one is fenced,
         # and its consumer must not read it (worker_sdk.look_ahead).
         self.generation = 0
-        # In a take, which may wait on the server for work: it holds nothing
-        # new until it returns (a closing consumer need not wait for it).
-        self.taking = False
         # Leases its consumer received whole (lag=None), to acknowledge with
-        # the next take; under _lock with ``open``, ``taking`` and ``ended``.
+        # the next take; under _lock with ``open`` and ``ended``.
         self._consumed: list[Lease] = []
+        # A look-ahead over this stream hands it what its consumer finished
+        # with its next take; this hands them over now (``acknowledge_now``).
+        self.untold: Callable[[], None] | None = None
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         # The pause last logged: said once when a pause begins, not at every take while it lasts.
@@ -143,13 +143,8 @@ class Stream:
         try:
             while True:
                 with self._lock:
-                    self.taking = True
                     finished, self._consumed = finished + self._consumed, []
-                try:
-                    leases, answer = leaser.take(finished, self.scope(), self.tracks, wait=wait)
-                finally:
-                    with self._lock:
-                        self.taking = False
+                leases, answer = leaser.take(finished, self.scope(), self.tracks, wait=wait)
                 finished = []
                 self._say_paused(answer.paused)
                 self._say_slicing(answer.slicing)
@@ -173,6 +168,27 @@ class Stream:
         finally:
             mark_at_end(self, self._holds_at_end())
 
+    def try_next(self) -> Lease | None:
+        """One take that neither waits on the server nor ends the stream: a lease, or None when none comes at once.
+
+        For a consumer with ``lag=None`` that has other leases to read
+        meanwhile (a slot of WorkQueue.dataset whose siblings read): nothing
+        pending now, or the queue's end, is for a later ``next()`` to find.
+        Unlike ``next_ahead`` it takes as the consumer itself, which reads
+        what it leases at once: the server may answer with a split it asks
+        of another worker, and never defers it as a take ahead.
+        """
+        if self.ended:
+            return None
+        with self._lock:
+            finished, self._consumed = self._consumed, []
+        leases, answer = self._leaser().take(finished, self.scope(), self.tracks, wait=False)
+        self._say_paused(answer.paused)
+        if not leases:
+            return None
+        self.open.append(leases[0])
+        return leases[0]
+
     def next_ahead(self, count: int = 1) -> list[Lease]:
         """One take ahead of the consumer, which reads what it holds: up to ``count`` leases, none when none come at once.
 
@@ -187,13 +203,8 @@ class Stream:
         if scope.max_records is not None and scope.max_records <= 0:
             return []  # what it holds fills its budget: the consumer's own take comes once it has read them
         with self._lock:
-            self.taking = True
             finished, self._consumed = self._consumed, []
-        try:
-            leases, _answer = self._leaser().take(finished, scope, self.tracks, wait=False, ahead=True, count=count)
-        finally:
-            with self._lock:
-                self.taking = False
+        leases, _answer = self._leaser().take(finished, scope, self.tracks, wait=False, ahead=True, count=count)
         self.open.extend(leases)
         return leases
 
@@ -384,6 +395,12 @@ class Stream:
             leases, self._consumed = self._consumed, []
         if leases:
             self._leaser().complete(leases)
+
+    def acknowledge_now(self) -> None:
+        """Acknowledges now whatever its consumer has finished (a snapshot is taken next)."""
+        if self.untold is not None:
+            self.untold()
+        self.flush_consumed()
 
     def finish(self) -> None:
         """The consumer read everything it was given: acknowledge what is open."""

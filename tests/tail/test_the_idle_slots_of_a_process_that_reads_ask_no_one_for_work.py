@@ -1,0 +1,56 @@
+"""dataset()'s slots whose siblings still read ask no one for work: splits come only from a process that ran dry.
+
+Two processes of equal pace read a job of two slices with
+``dataset(cycle_length=2)``. Each process trains on one slice at its own
+pace however many slots it has; a slot of it that finds nothing pending is
+not an idle worker. Such slots asked for splits all the same, and the two
+processes cut each other's slices again and again to the end of the job
+(bench/RESULTS.md: 54-90 splits in a 6-s job of eight processes). Now the
+end of the job may cut a few records off whichever finishes last, and
+nothing more; every record is still read exactly once.
+"""
+
+import uuid
+from collections import Counter
+
+import pytest
+
+from server.models import Event, EventKind, Item
+
+from .harness import check_exactly_once, collect, records_read, sliced_job, start_reader, write_files
+
+pytestmark = [pytest.mark.tf, pytest.mark.timeout(180)]
+
+SLICES = 2
+LINES = 600  # per file: one slice each, about 3 s of reading at 5 ms a record
+
+
+def test_the_idle_slots_of_a_process_that_reads_ask_no_one_for_work(sdk_env, celery_worker, tmp_path):
+    works = write_files(tmp_path, 2, LINES)
+    name = f"busy-slots-{uuid.uuid4().hex[:6]}"
+    queue = sliced_job(works, name, sdk_env["SHARDLINE_RUN"], SLICES)
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    children = [
+        start_reader(sdk_env, "dataset", name, SLICES, 0.005, f"even-{index}", works, barrier, 2) for index in range(2)
+    ]
+    outputs = collect(children, 120, "the readers")
+    for code, stdout, stderr in outputs:
+        assert code == 0 and "finished" in stdout, f"a reader failed (exit {code}):\n{stderr[-3000:]}"
+    check_exactly_once(works, Counter(record for _code, stdout, _err in outputs for record in records_read(stdout)))
+    job = queue._client.job(queue.job["id"])
+    assert job["state"] == "done"
+    # Each split was asked for by a process that held nothing unfinished: its
+    # remainder event (the asker's name, the time of the cut) falls outside
+    # every item that process read. Before, the second slot of each process
+    # asked at once, while the first read its slice (2 to 6 splits a run).
+    holding = [
+        (remainder.worker, remainder.at, item.id)
+        for remainder in Event.objects.filter(job_id=job["id"], kind=EventKind.REMAINDER)
+        for item in Item.objects.filter(job_id=job["id"], worker=remainder.worker)
+        if item.leased_at < remainder.at and (item.completed_at is None or item.completed_at > remainder.at)
+    ]
+    assert holding == [], f"splits asked for by a process still reading (asker, when, the item it read): {holding}"
+    # At the end, the first process to finish may take the rest of the other's
+    # slice, and that one the last records of its remainder: two at most.
+    assert job["splits"] <= 2, f"{job['splits']} splits between two processes that both read all along"
