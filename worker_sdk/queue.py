@@ -60,7 +60,7 @@ class WorkQueue:
     look_ahead      items leased ahead of a loop over whole items (``items()``,
                     ``take()``, ``input_dataset()``, a DataLoader without
                     loader processes) while it works on one, so that it
-                    never waits on a take (default 0: take when asked).
+                    never waits on a take (default 1; 0: take when asked).
                     An item taken ahead and not started goes to a worker
                     that has nothing to read.
     client          a worker_sdk.client.Client to talk through (default: one
@@ -87,7 +87,7 @@ class WorkQueue:
         worker=None,
         retry_seconds=None,
         split_tail=None,
-        look_ahead=0,
+        look_ahead=1,
         client: Client | None = None,
     ):
         if not isinstance(works, list) or not works:
