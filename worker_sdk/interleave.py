@@ -49,6 +49,7 @@ from .tracker import RangeTracker
 
 _PUT_POLL = 0.1  # seconds between checks for a closed consumer while the buffer is full
 _CLOSE_SECONDS = 30.0
+_JOIN_POLL = 0.01  # seconds between a closing consumer's looks at slots still running
 # Seconds the consumer waits on an empty buffer, summed since the last take,
 # before another slot takes while a sibling reads: long enough that a reader
 # that keeps up never adds a lease, short beside any job worth slicing.
@@ -216,6 +217,14 @@ class _Failed(NamedTuple):
     error: BaseException
 
 
+def _drain(buffer: queue_module.Queue) -> None:
+    while True:
+        try:
+            buffer.get_nowait()
+        except queue_module.Empty:
+            return
+
+
 def interleave(
     new_stream: Callable[[], Stream],
     read: Callable[[Lease], Iterable],
@@ -362,14 +371,17 @@ def interleave(
         # brings when it returns. Past the deadline, a slot is left to end on
         # its own.
         deadline = time.monotonic() + _CLOSE_SECONDS
-        while (
-            any(thread.is_alive() and stream is not slots.waiting for thread, stream in zip(threads, streams))
-            and time.monotonic() < deadline
-        ):
-            try:
-                buffer.get(timeout=_PUT_POLL)
-            except queue_module.Empty:
-                pass
+        while time.monotonic() < deadline:
+            busy = [
+                thread for thread, stream in zip(threads, streams) if thread.is_alive() and stream is not slots.waiting
+            ]
+            if not busy:
+                break
+            _drain(buffer)  # a slot blocked on a full buffer puts, and sees the stop
+            # Joined, not waited for on the buffer: at the queue's end every
+            # slot has put its last message and only has to return, and a
+            # wait on the empty buffer added _PUT_POLL to every loop's end.
+            busy[0].join(_JOIN_POLL)
         # What the consumer did not receive whole goes back; what it did is acknowledged.
         with readings_lock:
             left = list(readings.values())
