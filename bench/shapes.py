@@ -37,7 +37,10 @@ script's would (``python train.py``: the platform's default start method,
 fork on Linux before Python 3.14), not as this bench's spawned workers
 would by default: a spawned loader imports PyTorch again as it starts and
 tears it down as it exits (on 2 cores, 16 loaders took about 15 s to start
-and 2-3 s to exit).
+and 2-3 s to exit). The TF shapes build their dataset and iterator (a
+graph's take op and session) before the start for the same reason:
+TensorFlow sets up its runtime with the first one, which runs before
+2026-11-28 counted in every TF row (bench/RESULTS.md).
 
 Each row prints, for split_tail on (and off, beside it): makespan / ideal
 (the last record trained on, from the common start); the records the slow
@@ -127,28 +130,35 @@ def training_loop(queue, shape: str, start=None):
 
 
 def item_strings(queue, shape: str):
-    """The item strings of a whole-item shape, as its loop gets them."""
+    """The item strings of a whole-item shape, as its loop gets them (its TF dataset, op and session built now)."""
     if shape in ("items", "items0"):
-        yield from queue.items()
-        return
+        return queue.items()
     import tensorflow as tf
 
     if shape == "inputs":
-        for item in queue.input_dataset().as_numpy_iterator():
-            yield item.decode()
-        return
-    take = queue.take() if shape == "takegraph" else None
-    session = tf.compat.v1.Session() if shape == "takegraph" else None
+        return (item.decode() for item in queue.input_dataset().as_numpy_iterator())
+    if shape == "takegraph":
+        return graph_takes(tf, queue.take(), tf.compat.v1.Session())
+    return eager_takes(tf, queue)
+
+
+def graph_takes(tf, take, session):
     try:
         while True:
             try:
-                item = session.run(take) if session is not None else queue.take().numpy()
+                yield session.run(take).decode()
             except tf.errors.OutOfRangeError:
                 return
-            yield item.decode()
     finally:
-        if session is not None:
-            session.close()
+        session.close()
+
+
+def eager_takes(tf, queue):
+    while True:
+        try:
+            yield queue.take().numpy().decode()
+        except tf.errors.OutOfRangeError:
+            return
 
 
 def wait_for_start(go, start_value) -> None:
@@ -185,8 +195,17 @@ def shape_worker(index, url, key, works, name, speed, split_tail, shape, ready, 
         look_ahead=0 if shape == "items0" else 1,
     )
     job = queue.job  # attached before the start: the run measures dispatch, not set-up
-    # A DataLoader's loader processes start now, and wait for the start.
-    lines = training_loop(queue, shape, (go, start_value)) if shape.startswith(("torch", "loader")) else None
+    # A DataLoader's loader processes start now, and wait for the start. A
+    # TF dataset and its iterator (a graph's take op and session) are built
+    # now too: TensorFlow sets up its runtime with the first one, and
+    # nothing is taken until the loop asks for its first record. Eager
+    # take() leases as it is called.
+    if shape.startswith(("torch", "loader")):
+        lines = training_loop(queue, shape, (go, start_value))
+    elif shape != "take":
+        lines = training_loop(queue, shape)
+    else:
+        lines = None
     ready.put(index)
     wait_for_start(go, start_value)
     start = start_value.value

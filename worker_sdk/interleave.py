@@ -14,13 +14,12 @@ position reported, a split cut no lower) when the consumer receives it, not
 when a slot reads it. A slot reads ahead at most what the buffer holds; a
 split may cut below what it read, and the records read past the cut are
 dropped when they reach the consumer, never delivered (the remainder's new
-holder reads them). A slot takes its next item once the consumer has
-received the last one whole, and acknowledges it in that take: a slot whose
-reader ran ahead is not an idle worker (it would ask for splits and lease
-items its consumer reaches only later), and the end of an item reaches the
-server in one request with the next take, as in a loop of ``items()``. A
-consumer that closes the dataset mid-item keeps what it received: the rest
-of each range goes back as a new item (``Stream.stop_at``).
+holder reads them). A slot acknowledges its item once the consumer has
+received it whole, and only then may take another: a slot whose reader ran
+ahead is not an idle worker (it would ask for splits and lease items its
+consumer reaches only later). A consumer that closes the dataset mid-item
+keeps what it received: the rest of each range goes back as a new item
+(``Stream.stop_at``).
 
 Why threads and not ``tf.data.Dataset.interleave`` over a generator of
 leases: tf.data's interleave does not read its current elements while its

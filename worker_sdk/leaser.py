@@ -305,6 +305,9 @@ class Leaser:
                     self._lock.wait(left)
                 if not self._finished:
                     return True
+            # Finished meanwhile: the next round sends them, until the deadline.
+            if time.monotonic() >= deadline:
+                return False
 
     def _start_sending(self) -> list[Lease]:
         """The finished leases no other request is sending."""
