@@ -45,7 +45,8 @@ def test_a_checkpoint_of_another_queue_spec_is_ignored_with_a_warning(sdk_env, t
     saved = WorkQueue(["/a", "/b", "/c"], shuffle=False, name="ckpt_spec_a")
     saved.take()
     path = tf.train.Checkpoint(work_queue=saved).save(str(tmp_path / "ckpt"))
-    other = WorkQueue(["/a", "/b", "/x"], shuffle=False, name="ckpt_spec_a", run="other")
+    # A run of its own: another job, fresh whatever ran before (--count repeats this test).
+    other = WorkQueue(["/a", "/b", "/x"], shuffle=False, name="ckpt_spec_a", run=f"other-{sdk_env['SHARDLINE_RUN']}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tf.train.Checkpoint(work_queue=other).restore(path)
