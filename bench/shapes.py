@@ -248,7 +248,7 @@ def main():
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--factors", default="1", help="slices per worker, comma-separated")
-    parser.add_argument("--costs", default="equal", help="equal, lognormal, or both")
+    parser.add_argument("--costs", default="equal", help="record costs, comma-separated: equal, lognormal")
     parser.add_argument("--ideal-seconds", type=float, default=6.0)
     parser.add_argument("--records", type=int, default=1200)
     parser.add_argument("--no-split-off", action="store_true", help="skip the split_tail=off runs")
@@ -260,6 +260,9 @@ def main():
     for shape in shapes:
         if shape not in SHAPES:
             parser.error(f"unknown shape {shape!r}: one of {', '.join(SHAPES)}")
+    for kind in args.costs.split(","):
+        if kind not in ("equal", "lognormal"):
+            parser.error(f"unknown costs {kind!r}: equal or lognormal (comma-separated for both)")
 
     server, key = serve("shapes bench")
     speeds = [SLOW] + [1.0] * (args.workers - 1)

@@ -4,7 +4,7 @@ Each of ``cycle_length`` slots is a thread with its own stream: it leases an
 item, reads its records into a shared buffer (``block_length`` at a time),
 then leases the next. A process reads as few items at once as keep its
 consumer fed (``_Slots``): one slot takes at a time; while a sibling reads,
-a slot takes only once the consumer has waited ``_STARVED`` seconds on an
+a slot takes only once the consumer has waited ``STARVED_SECONDS`` seconds on an
 empty buffer, and then without waiting on the server; the slot that finds
 every sibling done takes as a consumer does (it waits at the end of the
 queue, learns the end, and then every slot ends).
@@ -45,14 +45,11 @@ from .ahead import put_unless_stopped
 from .protocol import Lease
 from .stream import QueueExhausted, Stream, exhausted_message
 from .tracker import RangeTracker
+from .turns import STARVED_SECONDS
 
 _PUT_POLL = 0.1  # seconds between checks for a closed consumer while the buffer is full
 _CLOSE_SECONDS = 30.0
 _JOIN_POLL = 0.01  # seconds between a closing consumer's looks at slots still running
-# Seconds the consumer waits on an empty buffer, summed since the last take,
-# before another slot takes while a sibling reads: long enough that a reader
-# that keeps up never adds a lease, short beside any job worth slicing.
-_STARVED = 0.2
 _STOPPED = "the consumer stopped before receiving this item's last record"
 
 
@@ -115,7 +112,7 @@ class _Slots:
       (``Stream.next``: it may wait on the server, asks for splits, learns
       the end, and then every slot ends);
     - while a sibling reads, a slot takes once the consumer has waited
-      ``_STARVED`` seconds on an empty buffer since the last take (a slow
+      ``STARVED_SECONDS`` seconds on an empty buffer since the last take (a slow
       reader, a blocked item), with ``Stream.try_next``, which answers at
       once: such a slot is never in a wait that a closing consumer cannot
       see the end of, and brings nothing after the close that the close did
@@ -173,7 +170,7 @@ class _Slots:
             if not self._taking:
                 if self._reading == 0:
                     return True
-                left = _STARVED - self._starved
+                left = STARVED_SECONDS - self._starved
                 if self._starving_since is not None:
                     left -= time.monotonic() - self._starving_since
                     if left <= 0:

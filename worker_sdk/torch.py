@@ -15,7 +15,10 @@ itself, with ``num_workers=0``, when it asks for the next item).
 
 A loader that finds nothing to lease waits on the server (for a split, or
 at the end of the job): ``WorkQueueLoader`` takes batches as they are read,
-so that wait does not hold up its siblings' batches.
+so that wait does not hold up its siblings' batches. Its loaders take in
+turn (worker_sdk.turns): one at a time, and while a sibling reads only once
+the training loop has waited for data, so a process holds one item while one
+loader keeps its loop fed, and its idle loaders ask no one for splits.
 
 The loop's data stall (worker_sdk.stall) is its wait for the next batch,
 counted in the main process by ``WorkQueueLoader`` (a plain DataLoader with
@@ -34,6 +37,7 @@ from .queue import WorkQueue
 
 # Imported with this module, before a script's init_process_group (see there).
 from .torch_sync import QueueState, SyncLoader
+from .turns import LoaderTurns
 
 __all__ = ["QueueState", "SyncLoader", "WorkQueueDataset", "WorkQueueLoader"]
 
@@ -59,6 +63,9 @@ class WorkQueueDataset(IterableDataset):
         # The main process's data-stall clock, when a WorkQueueLoader counts
         # the loop's waits (and its loader processes send them).
         self.stall: stall.Clock | None = None
+        # The loaders' turns to take, when a WorkQueueLoader reads batches in
+        # the order they are read (worker_sdk.turns).
+        self.turns: LoaderTurns | None = None
 
     def __iter__(self) -> Iterator:
         info = get_worker_info()
@@ -81,7 +88,9 @@ class WorkQueueDataset(IterableDataset):
         return stall.timed(self._read(stream, in_loader, depth), stream.meter)
 
     def _read(self, stream, in_loader: bool, depth: int) -> Iterator:
-        with closing(look_ahead.leases(stream, depth)) as leases:
+        turns = self.turns if in_loader else None
+        leases = turns.leases(stream) if turns is not None else look_ahead.leases(stream, depth)
+        with closing(leases):
             for lease in leases:
                 if self.reader is not None:
                     yield from stream.records(lease, self.reader(lease.item))
@@ -103,12 +112,16 @@ class WorkQueueLoader(DataLoader):
     (``in_order=False`` unless given): a loader whose take waits on the server
     (for a split, or at the end of the job for what others hold) would
     otherwise hold up the batches its siblings have ready, since a DataLoader
-    in order takes one batch from each loader in turn.
+    in order takes one batch from each loader in turn. In that order the
+    loaders take in turn too: one at a time, and while a sibling reads only
+    once the loop has waited ``worker_sdk.turns.STARVED_SECONDS`` for data
+    since the last take.
     """
 
     def __init__(self, dataset, *args, **kwargs):
         kwargs.setdefault("in_order", False)
         super().__init__(dataset, *args, **kwargs)
+        self.turns: LoaderTurns | None = None  # made at the first pass with loaders, before they start
 
     def __iter__(self):
         dataset = self.dataset
@@ -117,4 +130,13 @@ class WorkQueueLoader(DataLoader):
         clock = stall.clock(dataset.queue.job["id"], dataset.consumer)
         # Shared before the loaders start (DataLoader starts them in iter()).
         dataset.stall = clock.shared() if self.num_workers > 0 else clock
-        return stall.timed(super().__iter__(), stall.Meter(lambda: clock))
+        if self.num_workers > 0 and not self.in_order:
+            if self.turns is None:
+                self.turns = LoaderTurns(self.multiprocessing_context)
+            self.turns.reset()
+            dataset.turns = self.turns
+            batches = self.turns.watched(super().__iter__())
+        else:
+            dataset.turns = None
+            batches = super().__iter__()
+        return stall.timed(batches, stall.Meter(lambda: clock))

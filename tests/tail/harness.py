@@ -49,6 +49,7 @@ def start_reader(
     parties: int,
     die_after: int = 0,
     stop_after: int = 0,
+    read_delay: float = 0.0,
 ):
     return subprocess.Popen(
         [
@@ -73,6 +74,8 @@ def start_reader(
             str(die_after),
             "--stop-after",
             str(stop_after),
+            "--read-delay",
+            str(read_delay),
             *works,
         ],
         cwd=ROOT,

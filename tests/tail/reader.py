@@ -17,7 +17,7 @@ from pathlib import Path
 
 from worker_sdk import WorkQueue, readers
 
-SHAPES = ("ranges", "dataset", "torch")
+SHAPES = ("ranges", "dataset", "torch", "loader")
 _lock = threading.Lock()
 
 
@@ -27,8 +27,10 @@ def out(line: str) -> None:
         sys.stdout.flush()
 
 
-def read_lines(item):
-    return (line.decode() for line in readers.records(item))
+def read_lines(item, delay: float = 0.0):
+    for line in readers.records(item):
+        time.sleep(delay)  # the reader's own work on a record (decoding)
+        yield line.decode()
 
 
 def wait_for_everyone(barrier: Path, me: str, parties: int) -> None:
@@ -49,6 +51,7 @@ def main():
     parser.add_argument("--run", required=True)
     parser.add_argument("--slices", type=int, required=True)
     parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--read-delay", type=float, default=0.0, help="the reader's seconds per record (loader shapes)")
     parser.add_argument("--worker", required=True)
     parser.add_argument("--barrier", required=True, help="a folder: every reader starts reading together")
     parser.add_argument("--parties", type=int, required=True)
@@ -87,11 +90,15 @@ def main():
                 break  # the training loop stops early: its iterator goes, and with it the dataset's reading
         del records
     else:
+        import functools
+
         from torch.utils.data import DataLoader
 
-        from worker_sdk.torch import WorkQueueDataset
+        from worker_sdk.torch import WorkQueueDataset, WorkQueueLoader
 
-        loader = DataLoader(WorkQueueDataset(queue, reader=read_lines), batch_size=None, num_workers=2)
+        kind = WorkQueueLoader if args.shape == "loader" else DataLoader
+        reader = functools.partial(read_lines, delay=args.read_delay)
+        loader = kind(WorkQueueDataset(queue, reader=reader), batch_size=None, num_workers=2)
         for record in loader:
             use(record)
     queue.close()

@@ -1,0 +1,94 @@
+"""WorkQueueLoader's loader processes take in turn: one reads while it keeps the loop fed, a second only for a starved loop.
+
+Each loader of a DataLoader leased as an idle worker does: a process of two
+loaders leased two slices at the start, read both at its pace, and its idle
+loader asked for splits while its sibling kept the loop fed (a slow worker
+read 300 records of 1,200 with split off, bench/RESULTS.md). Now a loader
+takes while a sibling reads only once the training loop has waited for data
+(worker_sdk.turns); every record is still read exactly once.
+"""
+
+import uuid
+from collections import Counter
+
+import pytest
+
+from server.models import Event, EventKind, Item
+
+from .harness import check_exactly_once, collect, records_read, sliced_job, start_reader, write_files
+
+pytestmark = pytest.mark.timeout(180)
+
+SLICES = 2
+LINES = 600  # per file: one slice each, about 3 s of training at 5 ms a record
+
+
+def consumer(worker: str) -> str:
+    return worker.split(":loader")[0]
+
+
+def held_at(items: list[Item], at) -> list[Item]:
+    return [item for item in items if item.leased_at < at and (item.completed_at is None or item.completed_at > at)]
+
+
+def run_readers(sdk_env, tmp_path, name: str, processes: int, read_delay: float):
+    works = write_files(tmp_path, SLICES, LINES)
+    queue = sliced_job(works, name, sdk_env["SHARDLINE_RUN"], SLICES)
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    delay = 0.0 if read_delay else 0.005
+    children = [
+        start_reader(
+            sdk_env, "loader", name, SLICES, delay, f"p{index}", works, barrier, processes, read_delay=read_delay
+        )
+        for index in range(processes)
+    ]
+    outputs = collect(children, 120, "the readers")
+    for code, stdout, stderr in outputs:
+        assert code == 0 and "finished" in stdout, f"a reader failed (exit {code}):\n{stderr[-3000:]}"
+    check_exactly_once(works, Counter(record for _code, stdout, _err in outputs for record in records_read(stdout)))
+    job = queue._client.job(queue.job["id"])
+    assert job["state"] == "done"
+    return job, list(Item.objects.filter(job_id=job["id"]).exclude(leased_at=None))
+
+
+def test_a_loader_whose_sibling_keeps_the_loop_fed_takes_nothing(sdk_env, celery_worker, tmp_path):
+    job, items = run_readers(sdk_env, tmp_path, f"loader-turns-{uuid.uuid4().hex[:6]}", 2, 0.0)
+    # Each process trained on one slice at a time: no item was leased for a
+    # consumer while another of its items was unfinished. Before, both
+    # loaders of a process leased at the start.
+    overlapping = [
+        (item.worker, other.worker)
+        for item in items
+        for other in held_at(items, item.leased_at)
+        if other.id != item.id and consumer(other.worker) == consumer(item.worker)
+    ]
+    assert overlapping == [], f"a process held two items at once (its loaders): {overlapping}"
+    # Splits were asked for by processes that held nothing unfinished.
+    asked_while_holding = [
+        (remainder.worker, remainder.at, item.worker, item.leased_at, item.completed_at)
+        for remainder in Event.objects.filter(job_id=job["id"], kind=EventKind.REMAINDER)
+        for item in held_at(items, remainder.at)
+        # Not the remainder itself: its taker's lease may carry the time its
+        # transaction began, before the cut's event.
+        if item.id != remainder.item_id and consumer(item.worker) == consumer(remainder.worker)
+    ]
+    assert asked_while_holding == [], (
+        f"splits asked for by a process still reading (asker, when, the item it held: its loader, leased, completed): "
+        f"{asked_while_holding}; events: {list(Event.objects.filter(job_id=job['id']).values_list('kind', 'worker', 'at', 'item_id', 'message'))}"
+    )
+    assert job["splits"] <= 2, f"{job['splits']} splits between two processes that both read all along"
+
+
+def test_a_loop_that_waits_for_its_reader_gets_a_second_loader(sdk_env, celery_worker, tmp_path):
+    # One process whose reader takes 5 ms a record and whose loop takes
+    # nothing: the loop waits for data, so its second loader takes the other
+    # slice while the first still reads.
+    job, items = run_readers(sdk_env, tmp_path, f"loader-starved-{uuid.uuid4().hex[:6]}", 1, 0.005)
+    originals = sorted((item for item in items if item.parent_id is None), key=lambda item: item.leased_at)
+    assert len(originals) == SLICES
+    first, second = originals
+    assert first.worker != second.worker, "one loader read both slices"
+    assert second.leased_at < first.completed_at, (
+        f"the second slice was leased at {second.leased_at}, once the first was done ({first.completed_at})"
+    )

@@ -1,0 +1,181 @@
+"""When the loader processes of one WorkQueueLoader take: one at a time, and while a sibling reads only for a starved loop.
+
+The rule of ``WorkQueue.dataset()``'s slots (worker_sdk.interleave), held in
+shared memory across a DataLoader's loader processes. A loader whose
+siblings read is not an idle worker: the training loop trains on what they
+hold, at the process's pace. When every loader took as an idle consumer
+does, a process of two loaders leased two slices at the start (the slow
+process read both at its pace) and its idle loader asked for splits while
+its sibling kept the loop fed (bench/RESULTS.md). Now:
+
+- the loader that finds no sibling reading takes as a consumer does
+  (``Stream.next``: it may wait on the server, asks for splits, learns the
+  end, and then every loader ends);
+- while a sibling reads, a loader takes once the training loop has waited
+  ``STARVED_SECONDS`` for data since the last take (a reader slower than the
+  loop, a blocked item), with ``Stream.try_next``, which answers at once;
+- one take at a time.
+
+It needs batches in the order they are read (``in_order=False``): a
+DataLoader in order asks each loader in turn, and would wait on a loader
+that waits for its turn. The training loop's process says when it waits
+(``Hunger``, written by that one thread without a lock); the loaders'
+counts are under a lock of the DataLoader's multiprocessing context.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from typing import Iterator
+
+from .protocol import Lease
+from .stream import QueueExhausted, Stream, exhausted_message
+
+# Seconds the training loop waits for data, summed since the last take,
+# before another reader takes while a sibling reads: long enough that a
+# reader that keeps up never adds a lease, short beside any job worth
+# slicing. Summed, so that a reader a little slower than the loop adds one
+# once the loop's waits add up.
+STARVED_SECONDS = 0.2
+# Seconds of each wait that do not count: a DataLoader handing over a batch
+# it had ready takes the loop 0.2-0.4 ms (1.6 ms at p99), and over a
+# 600-record item those waits summed past STARVED_SECONDS with the loop fed
+# all along (bench/RESULTS.md).
+HANDOVER_SECONDS = 0.001
+# Seconds between a waiting loader's looks at its siblings and the loop.
+_POLL = 0.01
+
+# Hunger's slots (the loop's process writes them).
+_STARVED, _SINCE, _CLOSED = 0, 1, 2
+# LoaderTurns's slots (under its lock).
+_READING, _TAKING, _ENDED, _AT_TAKE = 0, 1, 2, 3
+
+
+class Hunger:
+    """The training loop's waits for data, each less its handover, summed: written by the loop's thread, read by loaders."""
+
+    def __init__(self, context):
+        self._values = context.RawArray("d", 3)
+
+    def reset(self) -> None:
+        self._values[_STARVED] = self._values[_SINCE] = self._values[_CLOSED] = 0.0
+
+    def waiting(self) -> None:
+        self._values[_SINCE] = time.monotonic()
+
+    def fed(self) -> None:
+        since = self._values[_SINCE]
+        if since:
+            self._values[_STARVED] += max(0.0, time.monotonic() - since - HANDOVER_SECONDS)
+            self._values[_SINCE] = 0.0
+
+    def close(self) -> None:
+        self._values[_CLOSED] = 1.0
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._values[_CLOSED])
+
+    def starved(self) -> float:
+        """Seconds waited so far beyond each wait's handover, the wait in progress included.
+
+        CLOCK_MONOTONIC is one clock for every process of the machine.
+        """
+        while True:
+            since = self._values[_SINCE]
+            total = self._values[_STARVED]
+            if self._values[_SINCE] == since:  # not torn by a fed() between the two reads
+                return total + (max(0.0, time.monotonic() - since - HANDOVER_SECONDS) if since else 0.0)
+
+
+class LoaderTurns:
+    """Made by the loop's process before its loaders start (forked or spawned with the dataset)."""
+
+    def __init__(self, context=None):
+        context = context or multiprocessing.get_context()
+        self.hunger = Hunger(context)
+        self._lock = context.Lock()
+        self._values = context.RawArray("d", 4)
+
+    def reset(self) -> None:
+        """A new pass of the loop (its loaders start, or persistent ones start again)."""
+        self.hunger.reset()
+        with self._lock:
+            for index in range(len(self._values)):
+                self._values[index] = 0.0
+
+    def watched(self, batches: Iterator) -> Iterator:
+        """The loop's process: ``batches``, each wait for one told to the loaders; closing it ends their turns."""
+        hunger = self.hunger
+        try:
+            while True:
+                hunger.waiting()
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    return
+                finally:
+                    hunger.fed()
+                yield batch
+        finally:
+            hunger.close()
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+
+    def leases(self, stream: Stream) -> Iterator[Lease]:
+        """A loader process: its leases, taken in turn, until the queue's end or the loop's close.
+
+        Each lease counts as read by this loader until the consumer asks for
+        the next one (it has produced the item's records) or closes this.
+        """
+        try:
+            while True:
+                try:
+                    lease = self._next(stream)
+                except QueueExhausted:
+                    return
+                try:
+                    yield lease
+                finally:
+                    with self._lock:
+                        self._values[_READING] -= 1
+        except GeneratorExit:
+            stream.abort("the consumer stopped before finishing this item")
+            raise
+
+    def _next(self, stream: Stream) -> Lease:
+        while True:
+            alone = self._turn(stream)
+            lease = None
+            try:
+                lease = stream.next() if alone else stream.try_next()
+            except QueueExhausted:
+                if alone:
+                    with self._lock:
+                        self._values[_ENDED] = 1.0
+                raise
+            finally:
+                with self._lock:
+                    self._values[_TAKING] = 0.0
+                    self._values[_AT_TAKE] = self.hunger.starved()
+                    if lease is not None:
+                        self._values[_READING] += 1
+            if lease is not None:
+                return lease
+
+    def _turn(self, stream: Stream) -> bool:
+        """Waits for this loader's turn to take (and marks it taking); True: no sibling reads."""
+        while True:
+            if self.hunger.closed:
+                raise QueueExhausted(f"work queue {stream.name}: the consumer stopped")
+            with self._lock:
+                if self._values[_ENDED]:
+                    raise QueueExhausted(exhausted_message(stream.name))
+                if not self._values[_TAKING]:
+                    alone = not self._values[_READING]
+                    if alone or self.hunger.starved() - self._values[_AT_TAKE] >= STARVED_SECONDS:
+                        self._values[_TAKING] = 1.0
+                        return alone
+            time.sleep(_POLL)
