@@ -154,3 +154,27 @@ def test_a_loader_waiting_at_the_end_waits_for_what_its_parent_process_still_rea
         stream.finish()
     loop.join(30)
     assert not loop.is_alive() and records == []
+
+
+@pytest.mark.timeout(180)
+def test_spawned_loaders_take_in_turn_and_read_every_record_once(sdk_env, tmp_path):
+    # Spawned loaders (the default start method on macOS, and on Linux from
+    # Python 3.14) get WorkQueueLoader's turns pickled with the dataset: its
+    # shared memory and its lock must come from the DataLoader's context.
+    from worker_sdk import WorkQueue
+    from worker_sdk.torch import WorkQueueDataset, WorkQueueLoader
+
+    works = []
+    for index in range(3):
+        path = tmp_path / f"part-{index}.csv"
+        path.write_text("".join(f"{index},{j}\n" for j in range(20)))
+        works.append(str(path))
+    queue = WorkQueue(works, shuffle=False, name="torch_spawned_turns", worker="trainer")
+    queue.job  # noqa: B018  (attached before the loaders start)
+    loader = WorkQueueLoader(
+        WorkQueueDataset(queue, reader=read_lines), batch_size=None, num_workers=2, multiprocessing_context="spawn"
+    )
+    records = list(loader)
+    assert sorted(records) == sorted(f"{index},{j}" for index in range(3) for j in range(20))
+    assert loader.turns is not None and loader.turns.hunger.closed
+    assert queue.watermarks()["state"] == "done"
