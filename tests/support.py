@@ -36,6 +36,16 @@ def database_url(db: dict) -> str:
     return f"postgres://{auth}{host}{':' + port if port else ''}/{db['NAME']}"
 
 
+def running_database(db: dict) -> dict:
+    """Django's DATABASES entry with the server's address: the embedded Postgres's is known only once it runs."""
+    if db.get("HOST") or db.get("ENGINE") != "server.embedded_pg":
+        return dict(db)
+    from server import embedded_pg
+
+    host, port = embedded_pg.ensure_running()
+    return {**db, "HOST": host, "PORT": port}
+
+
 def operator_env(**settings) -> dict:
     """This process's environment as a new operator's: none of the test session's table connections
     (some name the test database itself on purpose, which the server's system check refuses)."""

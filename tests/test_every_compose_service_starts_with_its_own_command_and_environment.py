@@ -36,8 +36,10 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 import yaml
+from django.conf import settings
 
 from tests.docs.blocks import blocks_run_by
+from tests.support import database_url, running_database
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -204,8 +206,8 @@ def free_port() -> str:
 
 @pytest.fixture
 def fresh_database():
-    url = os.environ.get("DATABASE_URL")
-    assert url and url.startswith("postgres"), "set DATABASE_URL to a Postgres server to run this test"
+    # The suite's server: DATABASE_URL's, or the embedded Postgres.
+    url = os.environ.get("DATABASE_URL") or database_url(running_database(settings.DATABASES["default"]))
     name = f"sl_compose_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute(f'CREATE DATABASE "{name}"')
@@ -339,7 +341,11 @@ def run_the_docs_compose_commands(compose: dict, container: Container, environme
 
 def test_migrate_web_and_worker_start_from_the_image_with_only_what_compose_gives_them(tmp_path, fresh_database):
     broker = os.environ.get("CELERY_BROKER_URL", "")
-    assert broker.startswith("redis://"), "set CELERY_BROKER_URL to a Redis server to run this test"
+    if not broker.startswith("redis://"):
+        # The compose stack's broker is Redis; the suite's default (the
+        # filesystem broker of a machine with no servers) cannot stand in.
+        # .ci/run always sets one.
+        pytest.skip("set CELERY_BROKER_URL to a Redis server (redis://...) to run the compose services")
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
     # The operator's .env: the example, as docs/deploy.md says to copy it.

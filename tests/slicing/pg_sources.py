@@ -26,9 +26,12 @@ import psycopg
 import pytest
 from django.conf import settings
 
-from ..support import database_url
+from ..support import database_url, running_database
 
-_configured = settings.DATABASES["default"]
+# The embedded Postgres's address is known once it runs: without it the URLs
+# below named libpq's default socket, another server or none (every table
+# test failed without DATABASE_URL).
+_configured = running_database(settings.DATABASES["default"])
 _suffix = f"_{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else ""
 OWN_DATABASE = f"test_{_configured['NAME']}{_suffix}"
 SOURCE_DATABASE = f"test_{_configured['NAME']}_sources{_suffix}"
