@@ -138,6 +138,8 @@ def timed(iterable: Iterable, meter: Meter) -> Iterator:
     """``iterable``'s elements, each counted by ``meter``: the time the loop waited for it, and its work on the one before.
 
     Closing this closes ``iterable`` (a consumer's generator gives its items back).
+    ``meter`` may be anything with a Meter's ``wait``, ``got`` and ``stop``
+    (worker_sdk.turns.Hunger).
     """
     iterator = iter(iterable)
     try:

@@ -135,7 +135,7 @@ class WorkQueueLoader(DataLoader):
                 self.turns = LoaderTurns(self.multiprocessing_context)
             self.turns.reset()
             dataset.turns = self.turns
-            batches = self.turns.watched(super().__iter__())
+            batches = stall.timed(super().__iter__(), self.turns.hunger)
         else:
             dataset.turns = None
             batches = super().__iter__()

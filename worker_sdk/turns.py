@@ -53,7 +53,10 @@ _READING, _TAKING, _ENDED, _AT_TAKE = 0, 1, 2, 3
 
 
 class Hunger:
-    """The training loop's waits for data, each less its handover, summed: written by the loop's thread, read by loaders."""
+    """The training loop's waits for data, each less its handover, summed: written by the loop's thread, read by loaders.
+
+    The loop's process counts them with ``stall.timed(batches, hunger)``.
+    """
 
     def __init__(self, context):
         self._values = context.RawArray("d", 3)
@@ -61,16 +64,20 @@ class Hunger:
     def reset(self) -> None:
         self._values[_STARVED] = self._values[_SINCE] = self._values[_CLOSED] = 0.0
 
-    def waiting(self) -> None:
+    # A meter of stall.timed: the loop's process wraps its batches in it.
+    def wait(self) -> None:
+        """The loop asks for its next batch."""
         self._values[_SINCE] = time.monotonic()
 
-    def fed(self) -> None:
+    def got(self) -> None:
+        """The loop has it, or the end."""
         since = self._values[_SINCE]
         if since:
             self._values[_STARVED] += max(0.0, time.monotonic() - since - HANDOVER_SECONDS)
             self._values[_SINCE] = 0.0
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """The loop is done with its batches (their end, or it closed them): the loaders' turns end."""
         self._values[_CLOSED] = 1.0
 
     @property
@@ -104,25 +111,6 @@ class LoaderTurns:
         with self._lock:
             for index in range(len(self._values)):
                 self._values[index] = 0.0
-
-    def watched(self, batches: Iterator) -> Iterator:
-        """The loop's process: ``batches``, each wait for one told to the loaders; closing it ends their turns."""
-        hunger = self.hunger
-        try:
-            while True:
-                hunger.waiting()
-                try:
-                    batch = next(batches)
-                except StopIteration:
-                    return
-                finally:
-                    hunger.fed()
-                yield batch
-        finally:
-            hunger.close()
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()
 
     def leases(self, stream: Stream) -> Iterator[Lease]:
         """A loader process: its leases, taken in turn, until the queue's end or the loop's close.

@@ -138,3 +138,29 @@ class Lines:
         code = self.wait(timeout)
         assert code == 0, f"a reader exited with {code}:\n{''.join(self.errors[-40:])}"
         return True
+
+
+def read_together(
+    env: dict, folder: Path, shape: str, name: str, slices: int, lines: int, readers: list[tuple[str, float, float]]
+):
+    """``slices`` files (a slice each) of ``lines`` records, read by reader processes that start together.
+
+    ``readers``: (worker name, the loop's seconds per record, the reader's).
+    Checks that each exited cleanly and that every record was read exactly
+    once; returns the job, done.
+    """
+    works = write_files(folder, slices, lines)
+    queue = sliced_job(works, name, env["SHARDLINE_RUN"], slices)
+    barrier = folder / "barrier"
+    barrier.mkdir()
+    children = [
+        start_reader(env, shape, name, slices, delay, worker, works, barrier, len(readers), read_delay=read_delay)
+        for worker, delay, read_delay in readers
+    ]
+    outputs = collect(children, 120, "the readers")
+    for code, stdout, stderr in outputs:
+        assert code == 0 and "finished" in stdout, f"a reader failed (exit {code}):\n{stderr[-3000:]}"
+    check_exactly_once(works, Counter(record for _code, stdout, _err in outputs for record in records_read(stdout)))
+    job = queue._client.job(queue.job["id"])
+    assert job["state"] == "done"
+    return job

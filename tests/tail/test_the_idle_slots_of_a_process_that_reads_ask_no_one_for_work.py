@@ -11,13 +11,12 @@ nothing more; every record is still read exactly once.
 """
 
 import uuid
-from collections import Counter
 
 import pytest
 
 from server.models import Event, EventKind, Item
 
-from .harness import check_exactly_once, collect, records_read, sliced_job, start_reader, write_files
+from .harness import read_together
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(180)]
 
@@ -26,20 +25,10 @@ LINES = 600  # per file: one slice each, about 3 s of reading at 5 ms a record
 
 
 def test_the_idle_slots_of_a_process_that_reads_ask_no_one_for_work(sdk_env, celery_worker, tmp_path):
-    works = write_files(tmp_path, 2, LINES)
     name = f"busy-slots-{uuid.uuid4().hex[:6]}"
-    queue = sliced_job(works, name, sdk_env["SHARDLINE_RUN"], SLICES)
-    barrier = tmp_path / "barrier"
-    barrier.mkdir()
-    children = [
-        start_reader(sdk_env, "dataset", name, SLICES, 0.005, f"even-{index}", works, barrier, 2) for index in range(2)
-    ]
-    outputs = collect(children, 120, "the readers")
-    for code, stdout, stderr in outputs:
-        assert code == 0 and "finished" in stdout, f"a reader failed (exit {code}):\n{stderr[-3000:]}"
-    check_exactly_once(works, Counter(record for _code, stdout, _err in outputs for record in records_read(stdout)))
-    job = queue._client.job(queue.job["id"])
-    assert job["state"] == "done"
+    job = read_together(
+        sdk_env, tmp_path, "dataset", name, SLICES, LINES, [("even-0", 0.005, 0.0), ("even-1", 0.005, 0.0)]
+    )
     # Each split was asked for by a process that held nothing unfinished: its
     # remainder event (the asker's name, the time of the cut) falls outside
     # every item that process read. Before, the second slot of each process

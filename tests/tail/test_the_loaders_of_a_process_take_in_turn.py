@@ -9,13 +9,12 @@ takes while a sibling reads only once the training loop has waited for data
 """
 
 import uuid
-from collections import Counter
 
 import pytest
 
 from server.models import Event, EventKind, Item
 
-from .harness import check_exactly_once, collect, records_read, sliced_job, start_reader, write_files
+from .harness import read_together
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -27,33 +26,18 @@ def consumer(worker: str) -> str:
     return worker.split(":loader")[0]
 
 
+def leased(job: dict) -> list[Item]:
+    return list(Item.objects.filter(job_id=job["id"]).exclude(leased_at=None))
+
+
 def held_at(items: list[Item], at) -> list[Item]:
     return [item for item in items if item.leased_at < at and (item.completed_at is None or item.completed_at > at)]
 
 
-def run_readers(sdk_env, tmp_path, name: str, processes: int, read_delay: float):
-    works = write_files(tmp_path, SLICES, LINES)
-    queue = sliced_job(works, name, sdk_env["SHARDLINE_RUN"], SLICES)
-    barrier = tmp_path / "barrier"
-    barrier.mkdir()
-    delay = 0.0 if read_delay else 0.005
-    children = [
-        start_reader(
-            sdk_env, "loader", name, SLICES, delay, f"p{index}", works, barrier, processes, read_delay=read_delay
-        )
-        for index in range(processes)
-    ]
-    outputs = collect(children, 120, "the readers")
-    for code, stdout, stderr in outputs:
-        assert code == 0 and "finished" in stdout, f"a reader failed (exit {code}):\n{stderr[-3000:]}"
-    check_exactly_once(works, Counter(record for _code, stdout, _err in outputs for record in records_read(stdout)))
-    job = queue._client.job(queue.job["id"])
-    assert job["state"] == "done"
-    return job, list(Item.objects.filter(job_id=job["id"]).exclude(leased_at=None))
-
-
 def test_a_loader_whose_sibling_keeps_the_loop_fed_takes_nothing(sdk_env, celery_worker, tmp_path):
-    job, items = run_readers(sdk_env, tmp_path, f"loader-turns-{uuid.uuid4().hex[:6]}", 2, 0.0)
+    name = f"loader-turns-{uuid.uuid4().hex[:6]}"
+    job = read_together(sdk_env, tmp_path, "loader", name, SLICES, LINES, [("p0", 0.005, 0.0), ("p1", 0.005, 0.0)])
+    items = leased(job)
     # Each process trained on one slice at a time: no item was leased for a
     # consumer while another of its items was unfinished. Before, both
     # loaders of a process leased at the start.
@@ -84,7 +68,9 @@ def test_a_loop_that_waits_for_its_reader_gets_a_second_loader(sdk_env, celery_w
     # One process whose reader takes 5 ms a record and whose loop takes
     # nothing: the loop waits for data, so its second loader takes the other
     # slice while the first still reads.
-    job, items = run_readers(sdk_env, tmp_path, f"loader-starved-{uuid.uuid4().hex[:6]}", 1, 0.005)
+    name = f"loader-starved-{uuid.uuid4().hex[:6]}"
+    job = read_together(sdk_env, tmp_path, "loader", name, SLICES, LINES, [("p0", 0.0, 0.005)])
+    items = leased(job)
     originals = sorted((item for item in items if item.parent_id is None), key=lambda item: item.leased_at)
     assert len(originals) == SLICES
     first, second = originals
