@@ -39,9 +39,9 @@ from .stream import QueueExhausted, Stream, exhausted_message
 # once the loop's waits add up.
 STARVED_SECONDS = 0.2
 # Seconds of each wait that do not count: a DataLoader handing over a batch
-# it had ready takes the loop 0.2-0.4 ms (1.6 ms at p99), and over a
-# 600-record item those waits summed past STARVED_SECONDS with the loop fed
-# all along (bench/RESULTS.md).
+# it had ready takes the loop 0.2-0.4 ms (1.6 ms at p99), so without this a
+# loop fed all along summed STARVED_SECONDS within about a thousand records
+# (bench/RESULTS.md).
 HANDOVER_SECONDS = 0.001
 # Seconds between a waiting loader's looks at its siblings and the loop.
 _POLL = 0.01
@@ -92,7 +92,7 @@ class Hunger:
         while True:
             since = self._values[_SINCE]
             total = self._values[_STARVED]
-            if self._values[_SINCE] == since:  # not torn by a fed() between the two reads
+            if self._values[_SINCE] == since:  # not torn by a got() between the two reads
                 return total + (max(0.0, time.monotonic() - since - HANDOVER_SECONDS) if since else 0.0)
 
 
