@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from .protocol import EXTEND_PATH, TakeAnswer, TakeRequest, take_path
+from .protocol import COMPLETE_PATH, EXTEND_PATH, Completion, TakeAnswer, TakeRequest, take_path
 from .transport import Transport
 
 
@@ -61,6 +61,10 @@ class Client:
         return self.transport.request(
             "POST", f"/api/v1/leases/{lease_id}/complete/", json={"token": token, "records": records}
         )
+
+    def complete_many(self, completions: list[Completion]) -> dict:
+        """Completes many leases in one request: ``{"completed": [ids], "lost": [ids]}`` (a lost one is no error)."""
+        return self.transport.request("POST", COMPLETE_PATH, json={"leases": [c.to_json() for c in completions]})
 
     def fail(self, lease_id: int, token: int, error: str) -> dict:
         return self.transport.request(

@@ -30,6 +30,7 @@ MAX_EPOCHS = 10_000
 
 API = "/api/v1/"
 EXTEND_PATH = "/api/v1/leases/extend/"
+COMPLETE_PATH = "/api/v1/leases/complete/"  # many completions in one request
 
 
 def take_path(job_id: int) -> str:
@@ -190,17 +191,7 @@ class TakeRequest:
             or not all(_is_int(lease) and 1 <= lease <= BIGINT_MAX for lease in started)
         ):
             errors["started"] = [f"a list of at most {max_take} lease ids (positive 64-bit integers)"]
-        complete = data.get("complete", [])
-        completions = []
-        if not isinstance(complete, list) or len(complete) > max_take:
-            errors["complete"] = [f"a list of at most {max_take} {{id, token, records}} objects"]
-        else:
-            for index, entry in enumerate(complete):
-                problem = _completion_problem(entry)
-                if problem:
-                    errors.setdefault("complete", []).append(f"complete[{index}]: {problem}")
-                else:
-                    completions.append(Completion(entry["id"], entry["token"], entry.get("records")))
+        completions = _completions(data.get("complete", []), "complete", 0, max_take, errors)
         if errors:
             raise ProtocolError(errors)
         return cls(
@@ -345,6 +336,34 @@ def _optional_int(data: dict, name: str, low: int, high: int, expected: str, err
     if value is not None and (not _is_int(value) or not low <= value <= high):
         errors[name] = [expected]
     return value
+
+
+def parse_completions(data, max_take: int) -> tuple[Completion, ...]:
+    """The completions a ``POST COMPLETE_PATH`` body holds (``{"leases": [{id, token, records?}, ...]}``); ProtocolError naming every bad field."""
+    if not isinstance(data, dict):
+        raise ProtocolError({"non_field_errors": ["expected a JSON object"]})
+    errors = {name: ["unknown field"] for name in sorted(set(data) - {"leases"})}
+    if "leases" not in data:
+        errors["leases"] = ["this field is required"]
+    completions = _completions(data.get("leases"), "leases", 1, max_take, errors)
+    if errors:
+        raise ProtocolError(errors)
+    return completions
+
+
+def _completions(value, field: str, fewest: int, max_take: int, errors: dict) -> tuple[Completion, ...]:
+    """``value`` as completions; what is wrong with it goes into ``errors[field]``."""
+    if not isinstance(value, list) or not fewest <= len(value) <= max_take:
+        errors[field] = [f"a list of {fewest} to {max_take} {{id, token, records}} objects (SHARDLINE_MAX_TAKE)"]
+        return ()
+    completions = []
+    for index, entry in enumerate(value):
+        problem = _completion_problem(entry)
+        if problem:
+            errors.setdefault(field, []).append(f"{field}[{index}]: {problem}")
+        else:
+            completions.append(Completion(entry["id"], entry["token"], entry.get("records")))
+    return tuple(completions)
 
 
 def _completion_problem(entry) -> str | None:

@@ -202,6 +202,13 @@ class Stream:
         scope = self.scope()
         if scope.max_records is not None and scope.max_records <= 0:
             return []  # what it holds fills its budget: the consumer's own take comes once it has read them
+        if scope.max_records is not None:
+            # No more leases than the budget has room for, if they are as
+            # wide as the widest held: the server gives back, in the take,
+            # what lies past the bound, which costs it as much as leasing.
+            widest = max((lease.end - lease.start for lease in list(self.open) if lease.end is not None), default=0)
+            if widest > 0:
+                count = min(count, -(-scope.max_records // widest))
         with self._lock:
             finished, self._consumed = self._consumed, []
         leases, _answer = self._leaser().take(finished, scope, self.tracks, wait=False, ahead=True, count=count)

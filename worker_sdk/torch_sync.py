@@ -45,13 +45,18 @@ log = logging.getLogger("worker_sdk")
 AHEAD_BATCHES = 2
 # Leases a planned epoch's reader takes ahead, in the main process or a
 # loader process: the next items' take waits on a thread of its own while
-# this one's records are read, and leases two at a time (half the requests
-# a lease at a time made: each cost the server about 4 ms of CPU,
-# bench/RESULTS.md). Without loader processes the records are read on the
-# training thread, as a DataLoader without them reads: on a thread of their
-# own they cost the step loop more than they saved (the GIL), while a take's
-# round trip waits without holding it.
-AHEAD_LEASES = 2
+# this one's records are read, and leases up to eight at a time, once none is
+# left ahead (a rank's quota is its own, so holding more costs no other rank
+# anything). Their completions ride the next take, and those no take follows
+# go together as the epoch's reading ends: a request costs the server's
+# cores, which a 0-ms step loop needs, about as much whatever it carries
+# (bench/RESULTS.md). More than eight at a time asked for more items than the
+# quota had room for, and the server gave the rest back in each take.
+# Without loader processes the records are read on the training thread, as
+# a DataLoader without them reads: on a thread of their own they cost the
+# step loop more than they saved (the GIL), while a take's round trip waits
+# without holding it.
+AHEAD_LEASES = 8
 
 
 class _HandedCollate:

@@ -91,6 +91,19 @@ class CompleteView(APIView):
         return Response({"id": lease_id, "state": "done"})
 
 
+class CompleteManyView(APIView):
+    @extend_schema(
+        request=take_body.CompleteManySerializer,
+        responses={200: r.CompleteManyResponseSerializer, 400: ERROR},
+        operation_id="v1_leases_complete_many",
+        summary="Complete many leases at once (the SDK's finished items that no take carries)",
+    )
+    def post(self, request):
+        completions = take_body.parse_complete_many(request.data)
+        completed, lost = lease_service.complete_many(completions, caller_of(request))
+        return Response({"completed": completed, "lost": lost})
+
+
 class FailView(APIView):
     @extend_schema(
         request=s.FailSerializer,

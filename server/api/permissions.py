@@ -115,6 +115,7 @@ PERMISSIONS: dict[str, dict[str, tuple[Role, str]]] = {
     "job-snapshot": {"POST": (Role.WORKER, "scope")},
     "job-snapshot-restore": {"POST": (Role.WORKER, "restore")},
     "lease-extend-many": {"POST": (Role.WORKER, "holder")},
+    "lease-complete-many": {"POST": (Role.WORKER, "holder")},
     "lease-complete": {"POST": (Role.WORKER, "holder")},
     "lease-fail": {"POST": (Role.WORKER, "holder")},
     "lease-release": {"POST": (Role.WORKER, "holder")},

@@ -193,6 +193,17 @@ class ResumeLeasesResponseSerializer(serializers.Serializer):
     leases = LeaseSerializer(many=True, help_text="The worker's leases, with new tokens and expiries (oldest first).")
 
 
+class CompleteManyResponseSerializer(serializers.Serializer):
+    completed = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Lease ids accepted (or accepted before with the same token)."
+    )
+    lost = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="Lease ids no longer held with the token given (expired and taken back, fenced, or never the "
+        "caller's): nothing of theirs changed.",
+    )
+
+
 class ExtendResponseSerializer(serializers.Serializer):
     extended = serializers.DictField(child=serializers.DateTimeField(), help_text="lease id -> new expiry")
     lost = serializers.ListField(child=serializers.IntegerField())

@@ -1,15 +1,24 @@
-"""The take's request body: its documented schema (TakeSerializer) and its parser (parse_take).
+"""The hot path's request bodies, the take's and a batch of completions': their documented schemas and parsers.
 
-Kept apart from the other request bodies (api/serializers.py): the take is
-the request every worker makes for every item, parsed by the wire protocol
-the SDK builds it with (worker_sdk.protocol, a plain function for speed) and
-held to this schema by a test.
+Kept apart from the other request bodies (api/serializers.py): these are
+the requests every worker makes for every item, parsed by the wire protocol
+the SDK builds them with (worker_sdk.protocol, plain functions for speed)
+and held to these schemas by a test.
 """
 
 from django.conf import settings
 from rest_framework import serializers
 
-from worker_sdk.protocol import BIGINT_MAX, MAX_EPOCHS, MAX_TAKE_WAIT, MAX_WORKER_LENGTH, ProtocolError, TakeRequest
+from worker_sdk.protocol import (
+    BIGINT_MAX,
+    MAX_EPOCHS,
+    MAX_TAKE_WAIT,
+    MAX_WORKER_LENGTH,
+    Completion,
+    ProtocolError,
+    TakeRequest,
+    parse_completions,
+)
 
 from .serializers import StrictSerializer
 
@@ -106,5 +115,25 @@ def parse_take(data) -> TakeRequest:
     """The take request a body holds (worker_sdk.protocol parses it); a 400 naming every bad field."""
     try:
         return TakeRequest.parse(data, settings.SHARDLINE_MAX_TAKE)
+    except ProtocolError as exc:
+        raise serializers.ValidationError(exc.errors) from None
+
+
+class CompleteManySerializer(StrictSerializer):
+    """Many completions in one request, as the schema documents them. It validates nothing: parse_complete_many does."""
+
+    leases = serializers.ListField(
+        child=CompletionSerializer(),
+        min_length=1,
+        max_length=settings.SHARDLINE_MAX_TAKE,
+        help_text="Leases to complete (1 to SHARDLINE_MAX_TAKE), each with its token; repeating an accepted "
+        "completion is fine.",
+    )
+
+
+def parse_complete_many(data) -> tuple[Completion, ...]:
+    """The completions a batch body holds (worker_sdk.protocol parses it); a 400 naming every bad field."""
+    try:
+        return parse_completions(data, settings.SHARDLINE_MAX_TAKE)
     except ProtocolError as exc:
         raise serializers.ValidationError(exc.errors) from None

@@ -22,6 +22,7 @@ urlpatterns = [
         name="job-snapshot-restore",
     ),
     path("leases/extend/", lease_views.ExtendManyView.as_view(), name="lease-extend-many"),
+    path("leases/complete/", lease_views.CompleteManyView.as_view(), name="lease-complete-many"),
     path("leases/<int:lease_id>/complete/", lease_views.CompleteView.as_view(), name="lease-complete"),
     path("leases/<int:lease_id>/fail/", lease_views.FailView.as_view(), name="lease-fail"),
     path("leases/<int:lease_id>/release/", lease_views.ReleaseView.as_view(), name="lease-release"),

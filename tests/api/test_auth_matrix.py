@@ -21,6 +21,7 @@ ENDPOINTS = [
     ("post", "/api/v1/leases/{lease}/extend/", {"token": "{token}"}, "worker"),
     ("post", "/api/v1/leases/extend/", {"leases": [{"id": "{lease}", "token": "{token}"}]}, "worker"),
     ("post", "/api/v1/leases/{lease}/complete/", {"token": "{token}"}, "worker"),
+    ("post", "/api/v1/leases/complete/", {"leases": [{"id": "{lease}", "token": "{token}"}]}, "worker"),
     ("post", "/api/v1/leases/{lease}/fail/", {"token": "{token}", "error": "x"}, "worker"),
     ("post", "/api/v1/jobs/{job}/pause/", None, "admin"),
     ("post", "/api/v1/jobs/{job}/resume/", None, "admin"),

@@ -98,3 +98,16 @@ def test_leases_taken_two_at_a_time_halve_the_takes_and_keep_to_the_quota(sdk_en
     queue.close()
     marks = queue.watermarks()
     assert (marks["done"], marks["leased"], marks["pending"]) == (6, 0, 0)
+
+
+def test_the_completions_no_take_carries_go_in_one_request(sdk_env, tmp_path, sent):
+    # SyncLoader's depth (torch_sync.AHEAD_LEASES): after the rank's own first
+    # take, one take ahead leases the rest of the quota, and no take follows
+    # the items it leased. Their completions go together as the reading ends.
+    queue = WorkQueue(sliced_works(tmp_path), shuffle=False, name="planned-ahead")
+    records = list(sync.read_epoch(queue, 0, quota=30, ahead=8))
+    assert collections.Counter(records) == collections.Counter(f"{f},{j}".encode() for f in range(3) for j in range(10))
+    assert sum(sent["leased"]) == 30 and sent["completes"] == 1
+    queue.close()
+    marks = queue.watermarks()
+    assert (marks["done"], marks["leased"], marks["pending"]) == (6, 0, 0)

@@ -34,6 +34,8 @@ def test_another_user_cannot_touch_a_lease_even_with_its_token(two_workers, live
         assert response.status_code == 409, (verb, response.status_code, response.text)
     many = other.post("/api/v1/leases/extend/", {"leases": [{"id": lease["id"], "token": lease["token"]}]}).json()
     assert many["lost"] == [lease["id"]] and many["extended"] == {}
+    batch = other.post("/api/v1/leases/complete/", {"leases": [{"id": lease["id"], "token": lease["token"]}]})
+    assert batch.status_code == 200 and batch.json() == {"completed": [], "lost": [lease["id"]]}, batch.text
     # Through a take's completions too: refused as lost, nothing leased to the holder changes.
     answer = take(other, job["id"], worker="w2", count=1, complete=[{"id": lease["id"], "token": lease["token"]}])
     assert answer.status_code == 200 and answer.json()["lost"] == [lease["id"]]

@@ -47,6 +47,7 @@ BODIES = {
     "job-snapshot-restore": {"worker": "m"},
     "lease-extend-many": {"leases": [{"id": "{lease}", "token": "{token}"}]},
     "lease-complete": {"token": "{token}"},
+    "lease-complete-many": {"leases": [{"id": "{lease}", "token": "{token}"}]},
     "lease-fail": {"token": "{token}", "error": "x"},
     "lease-release": {"token": "{token}", "reason": "x"},
     "lease-extend": {"token": "{token}"},
