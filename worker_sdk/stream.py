@@ -100,6 +100,7 @@ class Stream:
         # take asks for no more, and each record claimed counts.
         self.budget: Budget | None = None
         self.open: collections.deque[Lease] = collections.deque()
+        self._widest = 0  # records of the widest range it leased (what a take ahead sizes its count by)
         self.ended = False
         # Counts restores (reset()): a lease taken ahead before one is fenced,
         # and its consumer must not read it (worker_sdk.look_ahead).
@@ -149,7 +150,7 @@ class Stream:
                 self._say_paused(answer.paused)
                 self._say_slicing(answer.slicing)
                 if leases:
-                    self.open.append(leases[0])
+                    self._opened(leases[0])
                     return leases[0]
                 if queue_ended(answer, leaser.known()):
                     with self._lock:
@@ -186,7 +187,7 @@ class Stream:
         self._say_paused(answer.paused)
         if not leases:
             return None
-        self.open.append(leases[0])
+        self._opened(leases[0])
         return leases[0]
 
     def next_ahead(self, count: int = 1) -> list[Lease]:
@@ -204,16 +205,22 @@ class Stream:
             return []  # what it holds fills its budget: the consumer's own take comes once it has read them
         if scope.max_records is not None:
             # No more leases than the budget has room for, if they are as
-            # wide as the widest held: the server gives back, in the take,
-            # what lies past the bound, which costs it as much as leasing.
-            widest = max((lease.end - lease.start for lease in list(self.open) if lease.end is not None), default=0)
-            if widest > 0:
-                count = min(count, -(-scope.max_records // widest))
+            # wide as the widest it leased (one before it leased any): the
+            # server gives back, in the take, what lies past the bound, which
+            # costs it about as much as leasing it.
+            widest = self._widest
+            count = min(count, -(-scope.max_records // widest) if widest > 0 else 1)
         with self._lock:
             finished, self._consumed = self._consumed, []
         leases, _answer = self._leaser().take(finished, scope, self.tracks, wait=False, ahead=True, count=count)
-        self.open.extend(leases)
+        self._opened(*leases)
         return leases
+
+    def _opened(self, *leases: Lease) -> None:
+        self.open.extend(leases)
+        for lease in leases:
+            if lease.start is not None and lease.end is not None:
+                self._widest = max(self._widest, lease.end - lease.start)
 
     def leaser(self) -> Leaser:
         """The process's leaser of this stream's job."""

@@ -45,18 +45,16 @@ log = logging.getLogger("worker_sdk")
 AHEAD_BATCHES = 2
 # Leases a planned epoch's reader takes ahead, in the main process or a
 # loader process: the next items' take waits on a thread of its own while
-# this one's records are read, and leases up to eight at a time, once none is
-# left ahead (a rank's quota is its own, so holding more costs no other rank
-# anything). Their completions ride the next take, and those no take follows
-# go together as the epoch's reading ends: a request costs the server's
-# cores, which a 0-ms step loop needs, about as much whatever it carries
-# (bench/RESULTS.md). More than eight at a time asked for more items than the
-# quota had room for, and the server gave the rest back in each take.
-# Without loader processes the records are read on the training thread, as
-# a DataLoader without them reads: on a thread of their own they cost the
-# step loop more than they saved (the GIL), while a take's round trip waits
-# without holding it.
-AHEAD_LEASES = 8
+# this one's records are read, and leases as many as the quota has room for
+# (look_ahead.MAX_COUNT at most; a rank's quota is its own, so holding more
+# costs no other rank anything): an epoch's reader takes about twice. The
+# completions of what it leased go together as its reading ends. Each
+# request costs the server's cores, which a 0-ms step loop needs, about the
+# same whatever it carries (bench/RESULTS.md). Without loader processes the
+# records are read on the training thread, as a DataLoader without them
+# reads: on a thread of their own they cost the step loop more than they
+# saved (the GIL), while a take's round trip waits without holding it.
+AHEAD_LEASES = 64
 
 
 class _HandedCollate:

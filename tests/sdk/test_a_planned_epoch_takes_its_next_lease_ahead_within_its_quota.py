@@ -30,12 +30,13 @@ def sliced_works(tmp_path, files=3, per_file=2, lines=10):
 
 @pytest.fixture
 def sent(monkeypatch):
-    """What the process sent: records leased per take, and acknowledgements sent on their own."""
-    seen = {"leased": [], "completes": 0}
+    """What the process sent: leases asked for and records leased per take, and acknowledgements sent on their own."""
+    seen = {"leased": [], "asked": [], "completes": 0}
     take, request = Client.take, Transport.request
 
     def counted_take(self, job_id, body):
         answer = take(self, job_id, body)
+        seen["asked"].append(body.count)
         seen["leased"].append(sum(lease.end - lease.start for lease in answer.leases))
         return answer
 
@@ -100,14 +101,15 @@ def test_leases_taken_two_at_a_time_halve_the_takes_and_keep_to_the_quota(sdk_en
     assert (marks["done"], marks["leased"], marks["pending"]) == (6, 0, 0)
 
 
-def test_the_completions_no_take_carries_go_in_one_request(sdk_env, tmp_path, sent):
-    # SyncLoader's depth (torch_sync.AHEAD_LEASES): after the rank's own first
-    # take, one take ahead leases the rest of the quota, and no take follows
-    # the items it leased. Their completions go together as the reading ends.
+def test_a_deep_take_ahead_leases_what_the_quota_has_room_for_and_completes_it_in_one_request(sdk_env, tmp_path, sent):
+    # SyncLoader's depth (torch_sync.AHEAD_LEASES): a first take of one lease
+    # (nothing says yet how wide the slices are), then one take of as many as
+    # the quota has room for at that width: none leased past it and given
+    # back. No take follows them: their completions go together at the end.
     queue = WorkQueue(sliced_works(tmp_path), shuffle=False, name="planned-ahead")
-    records = list(sync.read_epoch(queue, 0, quota=30, ahead=8))
+    records = list(sync.read_epoch(queue, 0, quota=30, ahead=64))
     assert collections.Counter(records) == collections.Counter(f"{f},{j}".encode() for f in range(3) for j in range(10))
-    assert sum(sent["leased"]) == 30 and sent["completes"] == 1
+    assert sent["asked"] == [1, 5] and sent["leased"] == [5, 25] and sent["completes"] == 1
     queue.close()
     marks = queue.watermarks()
     assert (marks["done"], marks["leased"], marks["pending"]) == (6, 0, 0)
