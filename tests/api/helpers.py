@@ -30,3 +30,21 @@ def drain(client, job_id, worker="w1", count=1):
         if result["exhausted"]:
             return items
         assert result["leases"] or result["retry_after"] is not None
+
+
+def json_schema(node):
+    """OpenAPI 3.0's ``nullable: true`` as JSON Schema says it (a null type)."""
+    if isinstance(node, list):
+        return [json_schema(value) for value in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: json_schema(value) for key, value in node.items()}
+    if node.pop("nullable", False):
+        node["type"] = [node["type"], "null"]
+    return node
+
+
+def request_schema(document, path: str) -> dict:
+    """The JSON Schema of ``POST path``'s body in an OpenAPI document, with the components its $ref resolves in."""
+    body = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    return {**body, "components": document["components"]}

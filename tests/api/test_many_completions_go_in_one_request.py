@@ -15,7 +15,7 @@ from rest_framework import serializers
 from server.api.take_body import parse_complete_many
 from server.models import Item
 
-from .helpers import create_job, take
+from .helpers import create_job, json_schema, request_schema, take
 
 pytestmark = pytest.mark.django_db
 
@@ -94,20 +94,7 @@ BEYOND_THE_SCHEMA = [
 def body_schema():
     assert settings.SHARDLINE_MAX_TAKE == 1000, "the cases are written for the default limit"
     document = SchemaGenerator().get_schema(request=None, public=True)
-    body = document["paths"][PATH]["post"]["requestBody"]["content"]["application/json"]["schema"]
-    return {**body, "components": document["components"]}
-
-
-def json_schema(node):
-    """OpenAPI 3.0's ``nullable: true`` as JSON Schema says it (a null type)."""
-    if isinstance(node, list):
-        return [json_schema(value) for value in node]
-    if not isinstance(node, dict):
-        return node
-    node = {key: json_schema(value) for key, value in node.items()}
-    if node.pop("nullable", False):
-        node["type"] = [node["type"], "null"]
-    return node
+    return request_schema(document, PATH)
 
 
 def parser_accepts(data) -> bool:

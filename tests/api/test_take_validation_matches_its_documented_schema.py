@@ -11,6 +11,8 @@ from rest_framework import serializers
 from server.api.take_body import parse_take
 from worker_sdk.protocol import Completion, Lease, TakeAnswer, TakeRequest, TakeScope
 
+from .helpers import json_schema, request_schema
+
 # JSON bodies as a worker could send them: valid ones, and each way to be wrong.
 CASES = [
     {"worker": "w"},
@@ -80,22 +82,7 @@ BEYOND_THE_SCHEMA = [
 def take_schema():
     assert settings.SHARDLINE_MAX_TAKE == 1000, "the cases are written for the default limit"
     document = SchemaGenerator().get_schema(request=None, public=True)
-    path = "/api/v1/jobs/{job_id}/leases/"
-    body = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
-    # The components, as a JSON Schema document that the request's $ref resolves in.
-    return {**body, "components": document["components"]}
-
-
-def json_schema(node):
-    """OpenAPI 3.0's ``nullable: true`` as JSON Schema says it (a null type)."""
-    if isinstance(node, list):
-        return [json_schema(value) for value in node]
-    if not isinstance(node, dict):
-        return node
-    node = {key: json_schema(value) for key, value in node.items()}
-    if node.pop("nullable", False):
-        node["type"] = [node["type"], "null"]
-    return node
+    return request_schema(document, "/api/v1/jobs/{job_id}/leases/")
 
 
 def schema_accepts(schema, data) -> bool:

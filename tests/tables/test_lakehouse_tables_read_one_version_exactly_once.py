@@ -264,7 +264,10 @@ def test_every_row_is_read_exactly_once_by_three_reader_processes(kind, tmp_path
     assert all(by_reader), by_reader  # every process read a share
     twice = [i for i, n in read.items() if n > 1]
     assert not twice and sorted(read) == list(range(3000)), (twice[:10], 3000 - len(read))
-    assert queue.watermarks()["done"] == queue.watermarks()["total"] == 25
+    # An idle reader may have a busy one's slice split (ranges() answers
+    # splits): each remainder is an item of its own, done like the rest.
+    marks = queue.watermarks()
+    assert marks["done"] == marks["total"] >= 25, marks
 
 
 # -- bad works ----------------------------------------------------------------------
