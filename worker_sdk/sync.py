@@ -43,7 +43,7 @@ from __future__ import annotations
 import time
 from contextlib import closing
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from . import errors, look_ahead, readers
 from .client import Client
@@ -93,14 +93,38 @@ def until_sliced(queue, timeout: float = 3600.0) -> None:
         time.sleep(0.5)
 
 
-@dataclass(frozen=True)
-class Handed:
-    """A record handed from a loader to the main process, with the lease it came from (steps agreed one by one)."""
+class Handed(NamedTuple):
+    """A record handed from a loader to the main process, with the lease it came from (steps agreed one by one).
+
+    A tuple, not a dataclass: one is made per record (a frozen dataclass
+    cost about 1.4 us of the loader's CPU each).
+    """
 
     record: object
     lease_id: int
     token: int
     last: bool  # the last record of its item
+
+
+class Run(NamedTuple):
+    """Consecutive records of one lease in a batch: what the main process's ledger counts per step."""
+
+    lease_id: int
+    token: int
+    records: int
+    last: bool  # its item's last record is among them
+
+
+def runs(samples: Iterable[Handed]) -> list[Run]:
+    """A batch's records as runs of one lease each, in order."""
+    found: list[Run] = []
+    for sample in samples:
+        if found and found[-1].lease_id == sample.lease_id and found[-1].token == sample.token:
+            run = found[-1]
+            found[-1] = Run(run.lease_id, run.token, run.records + 1, sample.last)
+        else:
+            found.append(Run(sample.lease_id, sample.token, 1, sample.last))
+    return found
 
 
 def read_epoch(
@@ -202,19 +226,19 @@ class Ledger:
     # lease id -> (token, records trained on so far)
     _open: dict[int, list] = field(default_factory=dict)
 
-    def trained(self, handed: list[Handed]) -> None:
+    def trained(self, handed: list[Run]) -> None:
         """The records of a step that ran: items whose last record was among them are completed."""
-        for entry in handed:
-            state = self._open.setdefault(entry.lease_id, [entry.token, 0])
-            state[1] += 1
-            if entry.last:
-                del self._open[entry.lease_id]
-                self._complete(entry.lease_id, entry.token)
+        for run in handed:
+            state = self._open.setdefault(run.lease_id, [run.token, 0])
+            state[1] += run.records
+            if run.last:
+                del self._open[run.lease_id]
+                self._complete(run.lease_id, run.token)
 
-    def seen(self, handed: list[Handed]) -> None:
+    def seen(self, handed: list[Run]) -> None:
         """Records that reached this process but were not trained on (the epoch stopped)."""
-        for entry in handed:
-            self._open.setdefault(entry.lease_id, [entry.token, 0])
+        for run in handed:
+            self._open.setdefault(run.lease_id, [run.token, 0])
 
     def give_back(self, reason: str) -> None:
         """Every item seen and not completed goes back unread, without using an attempt."""

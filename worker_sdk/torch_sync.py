@@ -58,14 +58,13 @@ AHEAD_LEASES = 64
 
 
 class _HandedCollate:
-    """Collates the records of ``Handed`` samples and keeps where they came from (loader processes pickle it)."""
+    """Collates the records of ``Handed`` samples and keeps where they came from, as runs (loader processes pickle it)."""
 
     def __init__(self, collate):
         self.collate = collate
 
     def __call__(self, samples):
-        meta = [sync.Handed(None, s.lease_id, s.token, s.last) for s in samples]
-        return self.collate([s.record for s in samples]), meta
+        return self.collate([s.record for s in samples]), sync.runs(samples)
 
 
 class _EpochDataset(IterableDataset):
