@@ -67,6 +67,8 @@ class Leaser:
         # Handed out before anything is taken: a restarted worker's own leases
         # and the works found only in its LocalWorkMgr's folder (hand_first).
         self._first: collections.deque[Lease] = collections.deque()
+        # The server completes many leases per request (POST /api/v1/leases/complete/); False once it said it does not.
+        self._complete_many = True
         self.job_id = job_id
         self.worker = worker
         self.consumer = consumer
@@ -298,15 +300,37 @@ class Leaser:
         for first in range(0, len(sent), COMPLETE_BATCH):
             batch = sent[first : first + COMPLETE_BATCH]
             try:
-                answer = self.client.complete_many([Completion(lease.id, lease.token) for lease in batch])
+                lost = self._send_completions(batch)
             except BaseException:
-                self._stop_sending(sent[first:])  # still finished: the next request sends them
+                self._stop_sending(sent[first:])  # still finished: the next request sends them (a repeat is fine)
                 raise
-            lost = set(answer.get("lost", ()))
             for lease in batch:
                 if lease.id in lost:
                     self.lost(lease.id, "its completion was refused", lease.token)
             self._reported(batch)
+
+    def _send_completions(self, leases: list[Lease]) -> set[int]:
+        """Completes ``leases`` on the server; the ids it refused as lost."""
+        if self._complete_many:
+            try:
+                answer = self.client.complete_many([Completion(lease.id, lease.token) for lease in leases])
+                return set(answer.get("lost", ()))
+            except errors.APIError as exc:
+                if exc.status != 404:
+                    raise
+                # A server older than this SDK (a fleet upgraded before its
+                # server): one request per lease, as it was answered before.
+                self._complete_many = False
+                log.info(
+                    "work queue %s: the server completes one lease per request (it is older than the SDK)", self.name
+                )
+        lost = set()
+        for lease in leases:
+            try:
+                self.client.complete(lease.id, lease.token)
+            except errors.LeaseLostError:
+                lost.add(lease.id)
+        return lost
 
     def settle(self, timeout: float = SETTLE_SECONDS) -> bool:
         """Sends every finished lease and waits for those other requests are sending; False if some are still out.

@@ -113,3 +113,17 @@ def test_a_deep_take_ahead_leases_what_the_quota_has_room_for_and_completes_it_i
     queue.close()
     marks = queue.watermarks()
     assert (marks["done"], marks["leased"], marks["pending"]) == (6, 0, 0)
+
+
+def test_a_server_without_the_batch_endpoint_gets_one_completion_per_request(sdk_env, tmp_path, sent, monkeypatch):
+    # A server older than the SDK answers the batch's path 404, as this one
+    # answers a path it does not serve: the SDK completes lease by lease.
+    monkeypatch.setattr("worker_sdk.client.COMPLETE_PATH", "/api/v1/leases/complete-many-not-served/")
+    queue = WorkQueue(sliced_works(tmp_path), shuffle=False, name="planned-ahead")
+    records = list(sync.read_epoch(queue, 0, quota=30, ahead=64))
+    assert len(records) == 30
+    # The first item's completion may ride the second take; the rest go one per request.
+    assert sent["completes"] in (5, 6)
+    queue.close()
+    marks = queue.watermarks()
+    assert (marks["done"], marks["leased"], marks["pending"]) == (6, 0, 0)
