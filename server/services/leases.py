@@ -147,7 +147,14 @@ def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Call
             if not units.materialise_epoch(job_id, epoch):
                 break  # another taker holds the job row: it is creating this epoch
             epoch += 1
-            leases += _take_once(job_id, request, count - len(leases), caller)[1]
+            made = _take_once(job_id, request, count - len(leases), caller)[1]
+            if not made:
+                # An epoch that gave this take nothing (below its from_epoch,
+                # or leased by others meanwhile): the caller asks again, and
+                # each request makes one epoch at most that is not its own,
+                # so that no request inserts a whole job's epochs at once.
+                break
+            leases += made
 
         if leases:
             if state == JobState.READY:
