@@ -15,6 +15,7 @@ FIELDS = (
     "state",
     "previous",
     "item",
+    "items",
     "worker",
     "epoch",
     "user",

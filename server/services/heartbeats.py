@@ -14,6 +14,7 @@ from datetime import datetime
 
 from .. import metrics, sql
 from ..callers import SERVER, Caller
+from . import lost as lost_leases
 from . import splits
 
 log = logging.getLogger("shardline.leases")
@@ -124,11 +125,7 @@ def extend(
         }
         lost = [pair for pair in lost if pair[0] not in done]
     lost = [lease_id for lease_id, _token in lost]
-    metrics.LEASES_LOST.labels("extend").inc(len(lost))
-    for lease_id in lost:
-        log.warning(
-            "heartbeat refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "extend"}
-        )
+    lost_leases.report("extend", lost)
     asked = {row.id: row.split_at for row in rows if row.split_at is not None}
     return Heartbeat(
         extended,

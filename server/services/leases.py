@@ -19,6 +19,7 @@ from ..callers import SERVER, Caller
 from ..errors import JobCancelled, JobFailed, LeaseLost, NotFound
 from ..models import JobState
 from . import give_back, jobs, splits, units
+from . import lost as lost_leases
 
 log = logging.getLogger("shardline.leases")
 
@@ -317,11 +318,7 @@ def _lost(completions, completed: list[int], caller: Caller) -> list[int]:
     repeated = {row.id for row in rows}
     completed += [c.id for c in missing if c.id in repeated]
     lost = [c.id for c in missing if c.id not in repeated]
-    metrics.LEASES_LOST.labels("complete").inc(len(lost))
-    for lease_id in lost:
-        log.warning(
-            "completion refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "complete"}
-        )
+    lost_leases.report("complete", lost)
     return lost
 
 
@@ -399,10 +396,7 @@ def fail(lease_id: int, token: int, error: str, caller: Caller = SERVER) -> dict
         rows = sql.run("fail", {"id": lease_id, "token": token, "error": error, **caller.sql})
         row = rows[0] if rows else None
         if row is None:
-            metrics.LEASES_LOST.labels("fail").inc()
-            log.warning(
-                "failure refused: lease lost", extra={"event": "lease_lost", "item": lease_id, "reason": "fail"}
-            )
+            lost_leases.report("fail", [lease_id])
             raise LeaseLost(
                 f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
             )
