@@ -90,7 +90,7 @@ class Consumers:
         """The server fenced every lease: forget them, and let finished consumers read again from the snapshot."""
         leaser = self.current
         if leaser is not None:
-            leaser.forget_all()
+            leaser.held.forget_all()
         for stream in list(self._streams):
             stream.reset()
 

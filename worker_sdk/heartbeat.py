@@ -7,7 +7,7 @@ end-of-queue mark (worker_sdk.at_end) and the consumer's data stall
 being read, hands give-back requests to the leaser and reports lost leases.
 
 It owns the pace and whether a heartbeat is on its way; what is held is
-the leaser's (worker_sdk.leaser), read through its public methods.
+the leaser's holdings (worker_sdk.holdings), read through their methods.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class Heartbeat:
         while True:
             with self._lock:
                 self._mark_again = False
-            held = [(lease.id, lease.token) for lease, _tracker, _started in self.leaser.to_heartbeat()]
+            held = [(lease.id, lease.token) for lease, _tracker, _started in self.leaser.held.to_heartbeat()]
             if held:
                 try:
                     # What else it answers (lost leases, splits) the held
@@ -135,7 +135,7 @@ class Heartbeat:
         soon = False
         failing = False  # the last one did not reach the server: the next goes within HEARTBEAT_RETRY_PACE
         while not self._stop.is_set():
-            ranges = self.leaser.reads_ranges()
+            ranges = self.leaser.held.reads_ranges()
             pace = self._stall.pace(min(self.interval, self._range_interval) if ranges else self.interval)
             if failing:
                 # Full jitter, as the transport's backoff: a thousand processes do not retry in step.
@@ -145,7 +145,7 @@ class Heartbeat:
             again = soon = False
             if self._stop.is_set():
                 return
-            beats = self.leaser.to_heartbeat()
+            beats = self.leaser.held.to_heartbeat()
             if not beats:
                 continue
             held = [lease for lease, _tracker, _started in beats]
@@ -181,14 +181,14 @@ class Heartbeat:
                 )
                 self._stall.sent(report)
                 # The server knows: no take need say it again.
-                self.leaser.started_known([lease.id for lease, was in zip(held, started) if was])
+                self.leaser.held.started_known([lease.id for lease, was in zip(held, started) if was])
                 if failing:
                     failing = False
                     log.info("work queue %s: heartbeats reach the server again", self.name)
                 for lease_id, at in answer.get("splits", {}).items():
                     # Also leases taken since the heartbeat left: the server
                     # answers for every lease of this worker a split was asked of.
-                    reading = self.leaser.range_read(int(lease_id))
+                    reading = self.leaser.held.range_read(int(lease_id))
                     if reading is not None:
                         self._answer_split(*reading, at, answer.get("split_min_records", 1))
             except errors.ConnectionError as exc:
@@ -209,7 +209,7 @@ class Heartbeat:
             for lease_id in answer.get("done", []):
                 lease = sent.get(int(lease_id))
                 if lease is not None:  # completed by the process it was handed to (worker_sdk.sync)
-                    self.leaser.done_elsewhere(lease)
+                    self.leaser.held.done_elsewhere(lease)
             interval = answer.get("heartbeat_in")
             self._range_interval = RANGE_HEARTBEAT if interval is None else float(interval)
             held_back = interval == 0  # a held heartbeat comes back with 0, one answered at once without
@@ -224,7 +224,7 @@ class Heartbeat:
                 lease = sent.get(int(lease_id))
                 # Not one acknowledged while the heartbeat was on its way, nor
                 # the item leased again since under a new token.
-                if lease is not None and self.leaser.holds(lease):
+                if lease is not None and self.leaser.held.holds(lease):
                     self.leaser.lost(lease.id, "the heartbeat was refused")
 
     def _answer_split(self, lease: Lease, tracker: RangeTracker, at: int, min_records: int) -> None:
@@ -241,7 +241,7 @@ class Heartbeat:
                 self.client.split(lease.id, lease.token, end if point is None else point)  # the end: a refusal
             except errors.LeaseLostError:
                 tracker.settle_split(False)
-                if self.leaser.holds(lease):
+                if self.leaser.held.holds(lease):
                     self.leaser.lost(lease.id, "its split was refused")
                 return
             except errors.APIError as exc:

@@ -1,8 +1,9 @@
-"""A process's leases on one job: the one owner of what the process holds.
+"""A process's leases on one job: the only one that talks to the server about them.
 
 ``Leaser`` takes items, acknowledges finished ones, fails given-up ones and
-keeps every held lease alive with its ``Heartbeat`` (heartbeat.py), which
-reads what is held through the methods below. Streams (stream.py)
+keeps every held lease alive with its ``Heartbeat`` (heartbeat.py). What is
+held, and each lease's state, is its ``Holdings`` (holdings.py), which the
+heartbeat reads too. Streams (stream.py)
 decide *when* an item is finished; only the leaser talks to the server about
 leases, so no lease can be forgotten between the two: a finished lease stays
 held (and heartbeated) until the server has acknowledged it, however many
@@ -16,7 +17,6 @@ until the server answers that it is done.
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
@@ -25,6 +25,7 @@ from typing import Callable
 from . import at_end, errors, stall
 from .client import Client
 from .heartbeat import Heartbeat
+from .holdings import Holdings
 from .protocol import Completion, Lease, TakeAnswer, TakeRequest, TakeScope
 from .tracker import RangeTracker
 
@@ -45,7 +46,11 @@ GIVE_BACK_REASON = "taken ahead and not started; given back to a worker with not
 
 
 class Leaser:
-    """Takes, acknowledges and heartbeats the leases of one job for one worker name (one per process)."""
+    """Takes, acknowledges and heartbeats the leases of one job for one worker name (one per process).
+
+    What it holds, and each lease's state, is its ``held`` (holdings.py); the
+    requests are its own.
+    """
 
     def __init__(
         self,
@@ -64,49 +69,18 @@ class Leaser:
         # Its restart takes its leases back (a LocalWorkMgr's stable name): the
         # server leaves them to it when this process's heartbeat drops.
         self.restartable = restartable
-        # Handed out before anything is taken: a restarted worker's own leases
-        # and the works found only in its LocalWorkMgr's folder (hand_first).
-        self._first: collections.deque[Lease] = collections.deque()
         # The server completes many leases per request (POST /api/v1/leases/complete/); False once it said it does not.
         self._complete_many = True
         self.job_id = job_id
         self.worker = worker
         self.consumer = consumer
         self.name = name
-        self._held: dict[int, Lease] = {}
-        # Finished by their consumers, not yet acknowledged by the server:
-        # sent with the next request, and heartbeated until then.
-        self._finished: dict[int, Lease] = {}
-        # Leases in an acknowledgement on its way. A heartbeat may carry one
-        # too (it is not held up by one that waits on the server): the
-        # server then reports it lost, which is not news.
-        self._sending: set[int] = set()
-        self._lock = threading.Condition()
-        self._reported_lost: set[int] = set()
-        # The record ranges being read, by lease: their positions go with
-        # each heartbeat, and splits asked of them are answered from them.
-        self._trackers: dict[int, RangeTracker] = {}
-        # Leases taken ahead of their consumer (worker_sdk.look_ahead), by id:
-        # the consumer's claim, which takes one out of its reach unless it
-        # started it already (its lock decides which comes first). A
-        # give-back asked of one is answered with it. Those started go with
-        # the next take, which tells the server not to ask for them.
-        self._unstarted: dict[int, Callable[[], bool]] = {}
-        self._started: set[int] = set()
+        self.held = Holdings()
         self._heartbeat = Heartbeat(self, lease_timeout)
-
-    # -- what the process holds --------------------------------------------------
-
-    def known(self) -> int:
-        """Leases this process holds on the job (finished ones not yet acknowledged included)."""
-        with self._lock:
-            return len(self._held)
 
     def track(self, lease: Lease) -> RangeTracker:
         """A tracker for reading ``lease``'s record range: its position is reported, splits asked of it answered."""
-        tracker = RangeTracker(lease.start, lease.end)
-        with self._lock:
-            self._trackers[lease.id] = tracker
+        tracker = self.held.track(lease)
         self._heartbeat.reading()
         return tracker
 
@@ -114,28 +88,9 @@ class Leaser:
         """The clock of this consumer's data stall on the job, in this process: its heartbeats send it."""
         return stall.clock(self.job_id, self.consumer)
 
-    def untrack(self, lease: Lease, tracker: RangeTracker) -> None:
-        """``tracker`` (``track(lease)``'s) is done: no longer reported, no split asked of it.
-
-        Only that tracker: the item may be leased again under a newer token
-        meanwhile (its lease was lost), and read here by another reader.
-        """
-        with self._lock:
-            if self._trackers.get(lease.id) is tracker:
-                del self._trackers[lease.id]
-
-    def tracker(self, lease_id: int) -> RangeTracker | None:
-        """The tracker of the record range being read under ``lease_id``; None when none is read now."""
-        with self._lock:
-            return self._trackers.get(lease_id)
-
     def hand_first(self, leases: list[Lease]) -> None:
         """Leases to hand out before taking any: held (and heartbeated) from now, local ones aside."""
-        with self._lock:
-            self._first.extend(leases)
-            for lease in leases:
-                if not lease.local:
-                    self._held[lease.id] = lease
+        self.held.hand_first(leases)
         for lease in leases:
             if self.on_leased is not None and not lease.local:
                 self.on_leased(lease)
@@ -156,17 +111,12 @@ class Leaser:
         the caller claims records and answers splits (worker_sdk.tracker).
         ``wait``: the server may hold a take that finds nothing (TAKE_WAIT seconds).
         ``ahead``: its consumer is still reading; what it leases may be
-        asked back until the consumer starts it (``hold_ahead``, ``started``).
+        asked back until the consumer starts it (``held.hold_ahead``, ``held.started``).
         """
-        with self._lock:
-            for lease in finished:
-                if not lease.local:  # nothing of the server's to acknowledge
-                    self._finished[lease.id] = lease
-            if self._first:
-                # The finished ones go with the next take (held until then).
-                return [self._first.popleft()], TakeAnswer()
-            started = tuple(sorted(self._started))
-        sent = self._start_sending()
+        first, started = self.held.before_take(finished)
+        if first is not None:
+            return [first], TakeAnswer()  # the finished ones go with the next take (held until then)
+        sent = self.held.start_sending()
         request = TakeRequest(
             self.worker,
             consumer=self.consumer,
@@ -181,20 +131,10 @@ class Leaser:
         try:
             answer = self.client.take(self.job_id, request)
         except BaseException:
-            self._stop_sending(sent)
+            self.held.stop_sending(sent)
             raise
         leases = list(answer.leases)
-        with self._lock:
-            # Under the same lock as their end of sending: settle() never
-            # sees them unsent and unacknowledged, and sends them again.
-            self._sending.difference_update(lease.id for lease in sent)
-            for lease in sent:
-                self._finished.pop(lease.id, None)
-                self._held.pop(lease.id, None)
-            self._lock.notify_all()
-            self._started.difference_update(started)
-            for lease in leases:
-                self._held[lease.id] = lease
+        self.held.took(sent, started, leases)
         if leases:
             self._heartbeat.leased()
         if self.on_leased is not None:
@@ -205,41 +145,15 @@ class Leaser:
             self.lost(lease_id, "its completion was refused", refused.get(lease_id))
         return leases, answer
 
-    def hold_ahead(self, lease: Lease, claim: Callable[[], bool]) -> bool:
-        """``lease`` was taken ahead: a give-back asked of it, or its loss, calls ``claim``; False when it is lost already.
-
-        ``claim`` takes the lease out of its consumer's reach and returns
-        True, or returns False once the consumer has started it. A lease a
-        heartbeat found lost before this call must not be read at all.
-        """
-        with self._lock:
-            if lease.local:
-                return True
-            if lease.id not in self._held:
-                return False
-            self._unstarted[lease.id] = claim
-            return True
-
-    def started(self, leases: list[Lease]) -> None:
-        """The consumer started these leases taken ahead: the next take says so, and none is given back."""
-        with self._lock:
-            for lease in leases:
-                if not lease.local:  # a work found only in a LocalWorkMgr's folder is no lease of the server's
-                    self._unstarted.pop(lease.id, None)
-                    self._started.add(lease.id)
+    # -- leases taken ahead ------------------------------------------------------------
 
     def release_unread(self, lease: Lease, reason: str) -> bool:
         """Gives ``lease`` back unread, its attempt returned: its consumer will not read it (a lease taken ahead).
 
         False when the server did not take it back (it was lost meanwhile, or unreachable).
         """
-        with self._lock:
-            if lease.local:
-                # A work of a LocalWorkMgr's folder: the next consumer here reads it first, as before.
-                self._first.appendleft(lease)
-                return True
-            self._unstarted.pop(lease.id, None)
-            self._sending.add(lease.id)
+        if not self.held.to_give_back(lease):
+            return True  # a work of a LocalWorkMgr's folder: the next consumer here reads it first, as before
         released = False
         try:
             self.client.release(lease.id, lease.token, reason)
@@ -249,26 +163,22 @@ class Leaser:
         except errors.ShardlineError as exc:
             # Nobody reads it here: its lease runs out and the item goes on.
             log.warning("work queue %s: could not give back lease %s: %s", self.name, lease.id, exc)
-        finally:
-            self._stop_sending([lease])
-        with self._lock:
-            self._forget_held(lease)
-            self._reported_lost.add(lease.id)
+        except BaseException:
+            self.held.stop_sending([lease])
+            raise
+        self.held.given_back(lease)
         return released
 
     def asked_back(self, lease_id: int) -> None:
         """A worker with nothing to read asks for a lease taken ahead: it goes unless its consumer started it."""
-        with self._lock:
-            claim, lease = self._unstarted.pop(lease_id, None), self._held.get(lease_id)
+        claim, lease = self.held.asked_back(lease_id)
         if lease is None or claim is None:
             return
         if not claim():
             # Its consumer started it (the look-ahead has not told yet): the
             # next heartbeat says so, which drops the request and wakes the
             # asker to ask elsewhere.
-            with self._lock:
-                if lease_id in self._held:
-                    self._started.add(lease_id)
+            self.held.restarted(lease_id)
             return
         # On a thread of its own: a release that retries must not hold up
         # the heartbeats of the leases this process keeps.
@@ -280,12 +190,11 @@ class Leaser:
         if self.release_unread(lease, GIVE_BACK_REASON):
             log.info("work queue %s: lease %s, taken ahead, given back to an idle worker", self.name, lease.id)
 
+    # -- acknowledging ------------------------------------------------------------------
+
     def complete(self, leases: list[Lease]) -> None:
         """Acknowledges finished leases now, with every other finished one, in one request."""
-        with self._lock:
-            for lease in leases:
-                if not lease.local:
-                    self._finished[lease.id] = lease
+        self.held.finish(leases)
         self.flush()
 
     def flush(self) -> None:
@@ -296,18 +205,18 @@ class Leaser:
         could carry them, and each request costs the server about as much
         as a take (bench/RESULTS.md).
         """
-        sent = self._start_sending()
+        sent = self.held.start_sending()
         for first in range(0, len(sent), COMPLETE_BATCH):
             batch = sent[first : first + COMPLETE_BATCH]
             try:
                 lost = self._send_completions(batch)
             except BaseException:
-                self._stop_sending(sent[first:])  # still finished: the next request sends them (a repeat is fine)
+                self.held.stop_sending(sent[first:])  # still finished: the next request sends them (a repeat is fine)
                 raise
             for lease in batch:
                 if lease.id in lost:
                     self.lost(lease.id, "its completion was refused", lease.token)
-            self._reported(batch)
+            self.held.answered(batch)
 
     def _send_completions(self, leases: list[Lease]) -> set[int]:
         """Completes ``leases`` on the server; the ids it refused as lost."""
@@ -341,29 +250,12 @@ class Leaser:
         deadline = time.monotonic() + timeout
         while True:
             self.flush()
-            with self._lock:
-                while self._finished and self._finished.keys() <= self._sending:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return False
-                    self._lock.wait(left)
-                if not self._finished:
-                    return True
+            settled = self.held.wait_sent(deadline)
+            if settled is not None:
+                return settled
             # Finished meanwhile: the next round sends them, until the deadline.
             if time.monotonic() >= deadline:
                 return False
-
-    def _start_sending(self) -> list[Lease]:
-        """The finished leases no other request is sending."""
-        with self._lock:
-            sent = [lease for lease in self._finished.values() if lease.id not in self._sending]
-            self._sending.update(lease.id for lease in sent)
-            return sent
-
-    def _stop_sending(self, sent: list[Lease]) -> None:
-        with self._lock:
-            self._sending.difference_update(lease.id for lease in sent)
-            self._lock.notify_all()
 
     def release_unfinished(self, reason: str) -> None:
         """Gives back unread, without using an attempt, every lease held that no consumer here finished.
@@ -375,23 +267,15 @@ class Leaser:
         A lease the rank completed or gave back meanwhile is refused as lost:
         that is not news, and nothing is logged.
         """
-        with self._lock:
-            leases = [
-                lease
-                for lease in self._held.values()
-                if not lease.local and lease.id not in self._finished and lease.id not in self._sending
-            ]
-            self._sending.update(lease.id for lease in leases)
-        for lease in leases:
+        for lease in self.held.unfinished():
             try:
                 self.client.release(lease.id, lease.token, reason)
             except errors.LeaseLostError:
                 pass
-            finally:
-                self._stop_sending([lease])
-            with self._lock:
-                self._forget_held(lease)
-                self._reported_lost.add(lease.id)  # the heartbeat need not report it lost either
+            except BaseException:
+                self.held.stop_sending([lease])
+                raise
+            self.held.given_back(lease)  # the heartbeat need not report it lost either
 
     def leave_to_receiver(self) -> None:
         """Everything held was handed to another process, and this one ends: the leases stay with their receiver.
@@ -406,8 +290,7 @@ class Leaser:
         lease timeout later.
         """
         self.restartable = True
-        with self._lock:
-            held = [(lease.id, lease.token) for lease in self._held.values() if not lease.local]
+        held = self.held.held_pairs()
         if held:
             try:
                 self.client.extend(held, waiting=at_end.process_waits(), restartable=True)
@@ -419,8 +302,7 @@ class Leaser:
         for lease in leases:
             if lease.local:
                 continue  # read again by the next restart, as DeepRec would
-            with self._lock:
-                self._sending.add(lease.id)
+            self.held.sending([lease])
             self._report(
                 lease, lambda: self.client.fail(lease.id, lease.token, error), "its failure report was refused"
             )
@@ -432,10 +314,7 @@ class Leaser:
         record the consumer received is read again. With nothing received
         (or not a record range) the item is given back whole, as ``fail``.
         """
-        with self._lock:
-            tracker = self._trackers.pop(lease.id, None)
-        if tracker is not None:
-            tracker.stop()  # a split the heartbeat answers now cannot cut below what was received
+        self.held.stop_tracking(lease)
         if lease.local or lease.start is None or position is None or position <= lease.start:
             self.fail([lease], reason)
             return
@@ -458,31 +337,9 @@ class Leaser:
         except errors.LeaseLostError:
             self.lost(lease.id, refused, lease.token)
         except BaseException:
-            self._stop_sending([lease])  # still finished: the next request sends it
+            self.held.stop_sending([lease])  # still finished: the next request sends it
             raise
-        self._reported([lease])
-
-    def _reported(self, leases: list[Lease]) -> None:
-        """The server answered for ``leases`` (marked as sending): they are held no more."""
-        with self._lock:
-            for lease in leases:
-                self._sending.discard(lease.id)
-                if self._forget_held(lease):
-                    self._unstarted.pop(lease.id, None)
-                    self._started.discard(lease.id)
-            self._lock.notify_all()
-
-    def forget_all(self) -> None:
-        """The server fenced every lease (a restore): hold nothing, report nothing lost."""
-        with self._lock:
-            self._reported_lost.update(self._held)
-            self._held.clear()
-            self._finished.clear()
-            self._unstarted.clear()
-            self._started.clear()
-            for tracker in self._trackers.values():
-                tracker.stop()  # its records are read again from the snapshot's position
-            self._trackers.clear()
+        self.held.answered([lease])
 
     def lost(self, lease_id: int, why: str, token: int | None = None) -> None:
         """``lease_id`` is this process's no more (the server refused it): forget it, say so once.
@@ -492,25 +349,13 @@ class Leaser:
         the take that carried the old lease's refused completion can lease
         it anew. That lease stands.
         """
-        with self._lock:
-            held = self._held.get(lease_id)
-            if token is not None and held is not None and held.token != token:
-                return
-            self._held.pop(lease_id, None)
-            self._finished.pop(lease_id, None)
-            claim = self._unstarted.pop(lease_id, None)
-            self._started.discard(lease_id)
-            tracker = self._trackers.pop(lease_id, None)
-            if tracker is not None:
-                tracker.stop()  # its records are another worker's now
-            reported = lease_id in self._reported_lost
-            self._reported_lost.add(lease_id)
+        forgotten, claim, reported = self.held.lose(lease_id, token)
         # Taken ahead and not started: its consumer never starts it (another
         # worker reads it now). Outside the lock: a claim takes the
         # look-ahead's, which holds this one while it hands a lease over.
         if claim is not None:
             claim()
-        if reported:
+        if not forgotten or reported:
             return
         log.warning(
             "work queue %s: lease %s was lost (%s): it expired and went to another worker, "
@@ -519,55 +364,6 @@ class Leaser:
             lease_id,
             why,
         )
-
-    def holds(self, lease: Lease) -> bool:
-        """Whether ``lease`` (its token, not only its item) is held and not being acknowledged."""
-        with self._lock:
-            held = self._held.get(lease.id)
-            return held is not None and held.token == lease.token and lease.id not in self._sending
-
-    def _forget_held(self, lease: Lease) -> bool:
-        """Under the lock: ``lease`` is held no more, unless its item was leased again since (a newer token)."""
-        finished = self._finished.get(lease.id)
-        if finished is not None and finished.token == lease.token:
-            del self._finished[lease.id]
-        held = self._held.get(lease.id)
-        if held is not None and held.token != lease.token:
-            return False
-        self._held.pop(lease.id, None)
-        return True
-
-    # -- what the heartbeat reads and hears ---------------------------------------
-
-    def to_heartbeat(self) -> list[tuple[Lease, RangeTracker | None, bool]]:
-        """Each lease held and not being acknowledged, its range's tracker if one is read, and whether its consumer started it."""
-        with self._lock:
-            return [
-                (lease, self._trackers.get(lease.id), lease.id in self._started)
-                for lease in self._held.values()
-                if lease.id not in self._sending
-            ]
-
-    def reads_ranges(self) -> bool:
-        """Whether a record range is being read under a lease of this leaser."""
-        with self._lock:
-            return bool(self._trackers)
-
-    def range_read(self, lease_id: int) -> tuple[Lease, RangeTracker] | None:
-        """The lease held as ``lease_id`` and its range's tracker, when that range is being read."""
-        with self._lock:
-            lease, tracker = self._held.get(lease_id), self._trackers.get(lease_id)
-        return None if lease is None or tracker is None else (lease, tracker)
-
-    def started_known(self, lease_ids: list[int]) -> None:
-        """The server heard that these leases started: no take need say it again."""
-        with self._lock:
-            self._started.difference_update(lease_ids)
-
-    def done_elsewhere(self, lease: Lease) -> None:
-        """The process ``lease`` was handed to completed it (worker_sdk.sync): it is held no more (its item may be, anew)."""
-        with self._lock:
-            self._forget_held(lease)
 
     def stop(self) -> None:
         self._heartbeat.stop()

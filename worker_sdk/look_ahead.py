@@ -114,7 +114,7 @@ class LookAhead(Iterator[Lease]):
                     for lease in [] if closed else leases:
                         # Under _cond: a give-back asked of it, or the news
                         # that it is lost, finds it in reach from now on.
-                        if leaser.hold_ahead(lease, lambda lease=lease: self._claim(lease)):
+                        if leaser.held.hold_ahead(lease, lambda lease=lease: self._claim(lease)):
                             self._ahead.append((lease, generation))
                         else:
                             lost.append(lease)  # a heartbeat said so before it got here
@@ -140,7 +140,7 @@ class LookAhead(Iterator[Lease]):
         generation = self._stream.generation
         started = [lease for lease, taken in started if taken == generation]  # a restore fenced the others
         if started:
-            self._stream.leaser().started(started)
+            self._stream.leaser().held.started(started)
 
     def _claim(self, lease: Lease) -> bool:
         """A give-back asked of ``lease``: True (out of the consumer's reach now) unless the consumer started it."""

@@ -152,7 +152,7 @@ class Stream:
                 if leases:
                     self._opened(leases[0])
                     return leases[0]
-                if queue_ended(answer, leaser.known()):
+                if queue_ended(answer, leaser.held.known()):
                     with self._lock:
                         self.ended = True
                     self.flush_consumed()  # received meanwhile: no take of this stream will carry them
@@ -252,7 +252,7 @@ class Stream:
         if self.budget is None:
             return None
         leaser = self._leaser()
-        return self.budget.free([(lease, leaser.tracker(lease.id)) for lease in list(self.open)])
+        return self.budget.free([(lease, leaser.held.tracker(lease.id)) for lease in list(self.open)])
 
     def _say_paused(self, paused: str | None) -> None:
         if paused and paused != self._paused:
@@ -362,7 +362,7 @@ class Stream:
 
     def untrack(self, lease: Lease, tracker: RangeTracker) -> None:
         """``track(lease)``'s tracker is done (the reader ended or stopped)."""
-        self._leaser().untrack(lease, tracker)
+        self._leaser().held.untrack(lease, tracker)
 
     def settle(self, lease: Lease, error: str | None = None) -> None:
         """One lease is finished (or given up with ``error``), whatever its place in the stream."""

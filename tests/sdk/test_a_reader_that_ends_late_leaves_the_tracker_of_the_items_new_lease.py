@@ -33,10 +33,10 @@ def test_untracking_an_older_lease_leaves_the_tracker_of_its_item_leased_again(s
 
     first_reader.untrack(lease, old_tracker)  # the first reader ends late
     leaser = first_reader.leaser()
-    assert leaser.tracker(lease.id) is new_tracker
-    assert leaser.reads_ranges()
+    assert leaser.held.tracker(lease.id) is new_tracker
+    assert leaser.held.reads_ranges()
 
     second_reader.untrack(again, new_tracker)
-    assert leaser.tracker(lease.id) is None and not leaser.reads_ranges()
+    assert leaser.held.tracker(lease.id) is None and not leaser.held.reads_ranges()
     first_reader.abort("the test is over")
     queue.close()

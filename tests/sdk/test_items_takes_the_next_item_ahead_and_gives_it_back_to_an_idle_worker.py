@@ -251,4 +251,4 @@ def test_an_item_given_back_and_leased_again_by_the_same_process_is_still_held(s
     monkeypatch.setattr(leaser.client, "release", release_then_take)
     assert leaser.release_unread(first, GIVE_BACK_REASON)
     assert [(lease.id, lease.token == first.token) for lease in again] == [(first.id, False)]
-    assert leaser.known() == 1
+    assert leaser.held.known() == 1
