@@ -23,7 +23,8 @@ Each wakes only the waiters it may concern, so that a few hundred waiting
 workers cost the database O(events), not O(workers): ``pending`` wakes as
 many waiters as items came (oldest first), ``done`` counts down each
 waiter's ``waiting_on`` (the leases its take said were worth waiting for)
-and wakes those that reach zero, ``state`` wakes every waiter of the job,
+and wakes those that reach zero (after DONE_GRACE: the job's end, which
+needs no statement, may follow), ``state`` wakes every waiter of the job,
 ``split`` the heartbeat that holds the lease, ``refused`` the take that asked.
 A woken waiter takes again; one that was too late waits again.
 
@@ -58,6 +59,14 @@ CHANNEL = "shardline_job"
 # Notifications kept for waits that start after their request ran (see mark).
 RECENT = 4096
 RECONNECT_SECONDS = (0.5, 1.0, 2.0, 5.0)
+# Seconds a take whose leases worth waiting for have all finished waits on
+# for its job's end before it runs again. The request that finished the last
+# of them marks the job done in the same commit (a completion) or moments
+# after (a take), and every take woken by that is answered without a
+# statement (server/gateway.py). Woken at once, each would run to look for
+# the end itself, all at the same moment (bench/RESULTS.md, "The end of a
+# job"). When the job goes on, the take runs again after this.
+DONE_GRACE = 0.05
 # What woke a waiter: a notification's (kind, value), or ANY (a reconnection,
 # too many to replay, a wake of the whole job) when it cannot say which.
 Note = tuple[str, str]
@@ -92,6 +101,8 @@ class Waiter:
     holders: frozenset[str] = field(default_factory=frozenset)
     # A take's worker: a split asked for it and refused wakes it.
     taker: str | None = None
+    # Its leases worth waiting for have all finished: it wakes after DONE_GRACE, or at once at the job's end.
+    due: bool = False
 
 
 class Listener:
@@ -146,8 +157,10 @@ class Listener:
         waiter = Waiter(job, waiting_on, asyncio.get_running_loop().create_future(), holders, taker)
         if since is not None:
             came = self._came_since(waiter, since)
-            if came is not None:
+            if came is not None and came[0] != "done":
                 return came
+            if came is not None:  # what it waited for ended meanwhile; the job's end may follow
+                self._wake_after_grace(waiter, came)
         self._waiters.setdefault(job, []).append(waiter)
         try:
             return await asyncio.wait_for(waiter.woken, timeout)
@@ -166,13 +179,23 @@ class Listener:
         return self._came_since(Waiter(job, waiting_on, None, frozenset(), taker), since) is not None
 
     def _came_since(self, waiter: Waiter, since: int) -> Note | None:
+        """The first notification since ``since`` that concerns ``waiter``; the job's end before any other."""
         oldest = self._recent[0][0] if self._recent else self._seq + 1
         if since + 1 < oldest:  # more came than are kept: take again
             return ANY
+        came = None
         for seq, job, kind, value in self._recent:
             if seq > since and (job is None or (job == waiter.job and _concerns(waiter, kind, value))):
-                return ANY if job is None else (kind, value)
-        return None
+                note = ANY if job is None else (kind, value)
+                if note == JOB_DONE:
+                    return note
+                came = came or note
+        return came
+
+    def _wake_after_grace(self, waiter: Waiter, note: Note) -> None:
+        if not waiter.due:
+            waiter.due = True
+            asyncio.get_running_loop().call_later(DONE_GRACE, _wake, waiter, note)
 
     def notify(self, payload: str) -> None:
         """Wakes the waiters a notification concerns (see the module docstring)."""
@@ -188,7 +211,11 @@ class Listener:
         if kind == "pending":  # as many takes as there are new items, oldest first
             waiters = [w for w in waiters if not w.holders][: max(1, int(value))]
         for waiter in waiters:
-            if _concerns(waiter, kind, value):
+            if not _concerns(waiter, kind, value):
+                continue
+            if kind == "done":
+                self._wake_after_grace(waiter, (kind, value))
+            else:
                 waiter.woken.set_result((kind, value))
 
     def wake_job(self, job: int) -> None:
@@ -241,6 +268,11 @@ class Listener:
                     extra={"event": "listen_lost", "reason": type(exc).__name__},
                 )
                 await asyncio.sleep(pause)
+
+
+def _wake(waiter: Waiter, note: Note) -> None:
+    if not waiter.woken.done():  # woken meanwhile (the job's end), or its wait is over
+        waiter.woken.set_result(note)
 
 
 def _concerns(waiter: Waiter, kind: str, value: str) -> bool:

@@ -339,11 +339,23 @@ def _complete(completions, caller: Caller) -> tuple[list[int], list[int], set[in
     return completed, lost, {row.job_id for row in rows}
 
 
+def _complete_and_finish(completions, caller: Caller) -> tuple[list[int], list[int]]:
+    """(completed ids, lost ids); each job whose last lease this completes is done, in the same commit.
+
+    One commit: the completion of a job's last lease and the job's end reach
+    the takes waiting on it together, and they are answered without a
+    statement each (server/waiting.py, DONE_GRACE).
+    """
+    with transaction.atomic():
+        completed, lost, job_ids = _complete(completions, caller)
+        for job_id in sorted(job_ids):
+            jobs.finish_if_done(job_id)
+    return completed, lost
+
+
 def complete(lease_id: int, token: int, records: int | None = None, caller: Caller = SERVER) -> None:
     with metrics.timed("complete"):  # a lost lease counts as outcome lease_lost
-        completed, lost, job_ids = _complete([Completion(lease_id, token, records)], caller)
-        for job_id in job_ids:
-            jobs.finish_if_done(job_id)
+        _completed, lost = _complete_and_finish([Completion(lease_id, token, records)], caller)
         if lost:
             raise LeaseLost(
                 f"lease {lease_id} is not held with token {token}: it expired and was taken back, or was never yours"
@@ -357,9 +369,7 @@ def complete_many(completions: tuple[Completion, ...], caller: Caller = SERVER) 
     learns it from the answer, as from a take that carried it.
     """
     with metrics.timed("complete"):
-        completed, lost, job_ids = _complete(completions, caller)
-        for job_id in sorted(job_ids):
-            jobs.finish_if_done(job_id)
+        completed, lost = _complete_and_finish(completions, caller)
     return sorted(completed), sorted(lost)
 
 

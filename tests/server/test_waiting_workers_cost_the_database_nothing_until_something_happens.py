@@ -59,6 +59,11 @@ def takes_run(api: Api) -> float:
     return counter(api, "shardline_lease_operations_total", 'op="take"')
 
 
+def waiting_now(api: Api) -> float:
+    """Takes waiting in the server process now (its gauge)."""
+    return counter(api, "shardline_waiting_takes")
+
+
 def parked(api: Api) -> float:
     return counter(api, "shardline_takes_parked_total")
 
@@ -93,7 +98,30 @@ def test_a_repeated_wait_runs_no_take_until_the_job_ends(api):
     assert api.post(f"/api/v1/leases/{held['id']}/complete/", {"token": held["token"]}).ok
     waiting.join(30)
     assert result["exhausted"]  # woken (the end of its wait would have said to ask again)
-    assert takes_run(api) - before == 2  # woken once, it ran once
+    # Answered by the job's end, which came in the completion's commit: no statement.
+    assert takes_run(api) - before == 1
+
+
+def test_the_end_of_a_job_runs_no_take_for_the_takes_waiting_on_its_last_lease(api):
+    job_id = create(api, ["/a"])
+    held = take(api, job_id, {"worker": "holder"}).json()["leases"][0]
+    results = {}
+
+    def wait_for_the_end(worker: str) -> None:
+        results[worker] = take(api, job_id, {"worker": worker, "wait": 20}).json()
+
+    waiting = [threading.Thread(target=wait_for_the_end, args=(f"idle-{i}",), daemon=True) for i in range(6)]
+    for thread in waiting:
+        thread.start()
+    wait_until(lambda: waiting_now(api) >= 6, 10, 0.01, "six takes waiting")
+    before = takes_run(api)
+    assert api.post(f"/api/v1/leases/{held['id']}/complete/", {"token": held["token"]}).ok
+    for thread in waiting:
+        thread.join(30)
+    assert sorted(results) == [f"idle-{i}" for i in range(6)]
+    assert all(answer["exhausted"] for answer in results.values())
+    # Their leases worth waiting for all ended with the job: none ran to look for the end itself.
+    assert takes_run(api) - before == 0
 
 
 def test_leases_kept_alive_by_heartbeats_cost_a_recheck_not_a_take_per_waiter(api):
