@@ -55,15 +55,18 @@ def torchrun(sdk_env, ranks: int, args: list[str], out, max_restarts: int = 0, t
         # torchrun starts each rank in a session of its own: signal every descendant.
         family = psutil.Process(run.pid).children(recursive=True)
         for process in family:
-            process.send_signal(signal.SIGUSR1)  # every rank and loader dumps its threads' stacks (ddp_rank.py)
-        time.sleep(3)  # no marker to wait on: the dumps go to the pipe read after the kill; a grace to write them
+            # Every rank and loader dumps its threads' stacks (ddp_rank.py), one
+            # at a time: dumps written at once into one pipe interleave.
+            process.send_signal(signal.SIGUSR1)
+            time.sleep(0.3)  # no marker to wait on: the dumps go to the pipe read after the kill
         for process in [psutil.Process(run.pid), *family]:
             try:
                 process.kill()
             except psutil.NoSuchProcess:
                 pass
         _stdout, stderr = run.communicate()
-        raise AssertionError(f"the ranks hung; their stacks:\n{stderr[-20000:]}") from None
+        (out / "stderr.txt").write_text(stderr)  # every process's stacks, beside the ranks' reports
+        raise AssertionError(f"the ranks hung; their stacks ({out / 'stderr.txt'}):\n{stderr[-20000:]}") from None
     assert run.returncode == 0, (_stdout[-3000:], stderr[-6000:])
     return "".join(path.read_text() for path in sorted(out.iterdir()))
 
