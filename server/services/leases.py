@@ -348,8 +348,13 @@ def _complete_and_finish(completions, caller: Caller) -> tuple[list[int], list[i
     """
     with transaction.atomic():
         completed, lost, job_ids = _complete(completions, caller)
-        for job_id in sorted(job_ids):
-            jobs.finish_if_done(job_id)
+        unfinished = [job_id for job_id in sorted(job_ids) if not jobs.finish_if_done(job_id)]
+    # Looked at again after the commit: two last completions committing
+    # together each saw the other's lease still held inside their own
+    # transactions, and neither finished the job. After its commit, the
+    # later of the two sees both.
+    for job_id in unfinished:
+        jobs.finish_if_done(job_id)
     return completed, lost
 
 
