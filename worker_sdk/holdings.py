@@ -268,9 +268,13 @@ class Holdings:
 
     # -- record ranges ----------------------------------------------------------------
 
-    def track(self, lease: Lease) -> RangeTracker:
-        """A tracker for reading ``lease``'s record range: its position is reported, splits asked of it answered."""
-        tracker = RangeTracker(lease.start, lease.end)
+    def track(self, lease: Lease, tracker: RangeTracker | None = None) -> RangeTracker:
+        """A tracker for reading ``lease``'s record range: its position is reported, splits asked of it answered.
+
+        ``tracker``: one of the caller's making with RangeTracker's interface
+        (a loader's, whose loop claims in another process: worker_sdk.receipts).
+        """
+        tracker = tracker or RangeTracker(lease.start, lease.end)
         with self.lock:
             self._trackers[lease.id] = tracker
         return tracker

@@ -78,9 +78,9 @@ class Leaser:
         self.held = Holdings()
         self._heartbeat = Heartbeat(self, lease_timeout)
 
-    def track(self, lease: Lease) -> RangeTracker:
-        """A tracker for reading ``lease``'s record range: its position is reported, splits asked of it answered."""
-        tracker = self.held.track(lease)
+    def track(self, lease: Lease, tracker: RangeTracker | None = None) -> RangeTracker:
+        """A tracker for reading ``lease``'s record range: its position is reported, splits asked of it answered (``Holdings.track``)."""
+        tracker = self.held.track(lease, tracker)
         self._heartbeat.reading()
         return tracker
 

@@ -8,8 +8,14 @@ of the queue must not wait for its siblings: the DataLoader asks its loaders
 for elements in turn, so a sibling that holds an item may only be asked
 again once the waiting loader has returned.
 
-An item read through ``reader`` is acknowledged when the reader is done with
-it, before its last record is handed on; without a reader, a loader process
+With ``WorkQueueLoader`` and loader processes, a record read through
+``reader`` counts as read when the training loop's process receives its
+batch (worker_sdk.receipts): loaders read ahead, a split may cut below what
+they read, and the batches past the cut are dropped, never delivered; an
+item is acknowledged once the loop received it whole, and a loop that stops
+mid-range gives back only what it did not receive. Otherwise an item read
+through ``reader`` is acknowledged when the reader is done with it, before
+its last record is handed on; without a reader, a loader process
 acknowledges each item as it hands it to the main process (the main process
 itself, with ``num_workers=0``, when it asks for the next item).
 
@@ -27,11 +33,12 @@ counted in the main process by ``WorkQueueLoader`` (a plain DataLoader with
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
-from . import look_ahead, stall
+from . import look_ahead, receipts, stall
 from .names import default_worker_name
 from .queue import WorkQueue
 
@@ -66,6 +73,11 @@ class WorkQueueDataset(IterableDataset):
         # The loaders' turns to take, when a WorkQueueLoader reads batches in
         # the order they are read (worker_sdk.turns).
         self.turns: LoaderTurns | None = None
+        # Where the loop's process claims what it received, when a
+        # WorkQueueLoader has loader processes (worker_sdk.receipts), and
+        # whether it collates lists of records.
+        self.board: receipts.Board | None = None
+        self.batched = False
 
     def __iter__(self) -> Iterator:
         info = get_worker_info()
@@ -80,6 +92,13 @@ class WorkQueueDataset(IterableDataset):
         # Item strings in the loop's own process: the next is taken ahead
         # while the loop trains on this one (WorkQueue's look_ahead).
         depth = self.queue.look_ahead if self.reader is None and not in_loader else 0
+        if in_loader and self.board is not None and self.reader is not None:
+            # The loop's process claims what it receives: a lease is
+            # acknowledged once received whole (worker_sdk.receipts).
+            stream = self.queue.stream(lag=None, tracks=True)
+            loader = receipts.LoaderReceipts(self.board, info.id, stream, self.batched)
+            receipts.adopt(loader)
+            return self._read(stream, in_loader, depth, loader)
         stream = self.queue.whole_items_stream() if depth else self.queue.stream(tracks=self.reader is not None)
         if in_loader or self.stall is not None:
             return self._read(stream, in_loader, depth)
@@ -87,18 +106,25 @@ class WorkQueueDataset(IterableDataset):
         # are its data stall (the batch's collation counts as its work).
         return stall.timed(self._read(stream, in_loader, depth), stream.meter)
 
-    def _read(self, stream, in_loader: bool, depth: int) -> Iterator:
+    def _read(self, stream, in_loader: bool, depth: int, loader: receipts.LoaderReceipts | None = None) -> Iterator:
         turns = self.turns if in_loader else None
         leases = turns.leases(stream) if turns is not None else look_ahead.leases(stream, depth)
         with closing(leases):
             for lease in leases:
-                if self.reader is not None:
+                if loader is not None:
+                    yield from loader.records(lease, self.reader(lease.item))
+                elif self.reader is not None:
                     yield from stream.records(lease, self.reader(lease.item))
                 elif in_loader:
                     stream.settle(lease)  # handed to the main process: this loader is done with it
                     yield lease.item
                 else:
                     yield lease.item  # acknowledged when the next one is asked for
+        if loader is not None:
+            if turns is not None and turns.hunger.closed:
+                loader.stop("the consumer stopped before receiving this item's last record")
+            else:
+                loader.finish()
 
 
 class WorkQueueLoader(DataLoader):
@@ -116,12 +142,23 @@ class WorkQueueLoader(DataLoader):
     loaders take in turn too: one at a time, and while a sibling reads only
     once the loop has waited ``worker_sdk.turns.STARVED_SECONDS`` for data
     since the last take.
+
+    With loader processes and a ``reader``, claims follow consumption
+    (worker_sdk.receipts): the collate function is wrapped so that each
+    batch carries the records in it, and a batch whose records a split gave
+    to another worker after it was collated is dropped here. A split that
+    cuts records out before they are collated leaves them out of their
+    batch, which then holds fewer than ``batch_size``.
     """
 
     def __init__(self, dataset, *args, **kwargs):
         kwargs.setdefault("in_order", False)
         super().__init__(dataset, *args, **kwargs)
         self.turns: LoaderTurns | None = None  # made at the first pass with loaders, before they start
+        self.board: receipts.Board | None = None  # the same
+        if self.num_workers > 0:
+            # Each batch tagged with the records in it (worker_sdk.receipts).
+            self.collate_fn = receipts.Collate(self.collate_fn)
 
     def __iter__(self):
         dataset = self.dataset
@@ -130,6 +167,15 @@ class WorkQueueLoader(DataLoader):
         clock = stall.clock(dataset.queue.job["id"], dataset.consumer)
         # Shared before the loaders start (DataLoader starts them in iter()).
         dataset.stall = clock.shared() if self.num_workers > 0 else clock
+        if self.num_workers > 0:
+            if self.board is None:
+                self.board = receipts.Board(
+                    self.num_workers, self.multiprocessing_context or multiprocessing.get_context()
+                )
+            self.board.reset()
+            dataset.board, dataset.batched = self.board, self.batch_size is not None
+        else:
+            dataset.board = None
         if self.num_workers > 0 and not self.in_order:
             if self.turns is None:
                 self.turns = LoaderTurns(self.multiprocessing_context)
@@ -139,4 +185,6 @@ class WorkQueueLoader(DataLoader):
         else:
             dataset.turns = None
             batches = super().__iter__()
+        if self.board is not None:
+            batches = receipts.received(batches, self.board)
         return stall.timed(batches, stall.Meter(lambda: clock))

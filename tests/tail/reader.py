@@ -17,7 +17,7 @@ from pathlib import Path
 
 from worker_sdk import WorkQueue, readers
 
-SHAPES = ("ranges", "dataset", "torch", "loader")
+SHAPES = ("ranges", "dataset", "torch", "loader", "loader-batches")
 _lock = threading.Lock()
 
 
@@ -96,11 +96,17 @@ def main():
 
         from worker_sdk.torch import WorkQueueDataset, WorkQueueLoader
 
-        kind = WorkQueueLoader if args.shape == "loader" else DataLoader
+        kind = DataLoader if args.shape == "torch" else WorkQueueLoader
         reader = functools.partial(read_lines, delay=args.read_delay)
-        loader = kind(WorkQueueDataset(queue, reader=reader), batch_size=None, num_workers=2)
-        for record in loader:
-            use(record)
+        # Batches of 8 hold the end of one slice and the start of the next.
+        batch_size = 8 if args.shape == "loader-batches" else None
+        loader = kind(WorkQueueDataset(queue, reader=reader), batch_size=batch_size, num_workers=2)
+        for batch in loader:
+            for record in batch if batch_size else [batch]:
+                use(record)  # a batch counts as read whole once the loop has it
+            if read == args.stop_after:
+                break  # the training loop stops early: its loader goes, and what it read ahead goes back
+        del loader
     queue.close()
     out("finished")
 

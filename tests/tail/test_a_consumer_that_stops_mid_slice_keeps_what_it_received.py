@@ -1,7 +1,8 @@
 """A training loop that stops reading in the middle of a slice: what it received stays read, the rest goes back.
 
-WorkQueue.dataset() reads ahead of its consumer (a block per slot) and
-claims a record only when the consumer receives it. A loop that stops after
+WorkQueue.dataset() reads ahead of its consumer (a block per slot), and a
+WorkQueueLoader's loader processes read batches ahead of the loop; both
+claim a record only when the loop receives it. A loop that stops after
 a few hundred records of a 1,500-record slice and drops its iterator keeps
 those as read: the rest of the range is cut off as a new item, which the
 next reader reads, and no record is read twice or never.
@@ -15,23 +16,23 @@ import pytest
 from .harness import Lines, check_exactly_once, sliced_job, start_reader, write_files
 
 LINES = 1500
-STOP_AFTER = 300
+STOP_AFTER = 304  # 38 batches of 8
 
 
-@pytest.mark.tf
 @pytest.mark.timeout(150)
-def test_a_dataset_loop_that_stops_mid_slice_leaves_only_its_unread_records(sdk_env, celery_worker, tmp_path):
+@pytest.mark.parametrize("shape", [pytest.param("dataset", marks=pytest.mark.tf), "loader", "loader-batches"])
+def test_a_loop_that_stops_mid_slice_leaves_only_its_unread_records(shape, sdk_env, celery_worker, tmp_path):
     works = write_files(tmp_path, 1, LINES)
-    name = f"stop-{uuid.uuid4().hex[:6]}"
+    name = f"stop-{shape}-{uuid.uuid4().hex[:6]}"
     queue = sliced_job(works, name, sdk_env["SHARDLINE_RUN"], 1)
     barrier = tmp_path / "barrier-quitter"
     barrier.mkdir()
-    quitter = Lines(start_reader(sdk_env, "dataset", name, 1, 0.0, "quitter", works, barrier, 1, stop_after=STOP_AFTER))
+    quitter = Lines(start_reader(sdk_env, shape, name, 1, 0.0, "quitter", works, barrier, 1, stop_after=STOP_AFTER))
     assert quitter.ended_well(90)
     assert len(quitter.read) == STOP_AFTER
     marks = queue.watermarks()
     # What it received is done; the rest is pending (in more than one piece
-    # when its idle second slot had a piece split off for itself meanwhile).
+    # when an idle slot or loader had a piece split off for itself meanwhile).
     assert marks["leased"] == 0 and marks["pending"] >= 1 and marks["done"] >= 1, marks
 
     barrier = tmp_path / "barrier-finisher"

@@ -1,0 +1,115 @@
+"""worker_sdk.receipts: a loader's records count as read when the loop's process receives their batch, without a server.
+
+The loader notes each batch it collates on the range's tracker; the loop's
+process claims a batch's records on the board as it receives it; the
+loader's heartbeat answers splits from the board. Held to here: a split
+cuts at the start of a batch on its way, and those batches are dropped
+whole; a range whose last batch holds the next range's records is not cut
+below it; the loop waits for an offer on its way to the server; a freed
+slot's records are never delivered.
+"""
+
+import multiprocessing
+import threading
+
+import pytest
+
+from worker_sdk import receipts
+from worker_sdk.protocol import Lease
+
+pytestmark = pytest.mark.timeout(30)
+
+LOADER = 0
+
+
+def range_lease(lease_id: int, start: int, end: int) -> Lease:
+    return Lease(lease_id, 1, f"/part?start={start}&end={end}", 0, lease_id, start=start, end=end)
+
+
+def reading(board: receipts.Board, lease: Lease) -> receipts.SharedTracker:
+    slot = board.take_slot(LOADER, lease)
+    assert slot is not None
+    return receipts.SharedTracker(board, LOADER, slot, lease)
+
+
+def batch(tracker: receipts.SharedTracker, first: int, end: int, last: bool = False) -> bytes:
+    return receipts.encode([(LOADER, tracker.slot, tracker.lease.id, first, end, int(last))])
+
+
+def collated(board: receipts.Board, tracker: receipts.SharedTracker, *batches, others_after: bool = False) -> None:
+    """The loader collated these batches of the range, each beginning with one of its records."""
+    with board.cond:
+        for first, end in batches:
+            tracker.collated(first, end, begins_batch=True, others_after=others_after and (first, end) == batches[-1])
+
+
+@pytest.fixture
+def board():
+    return receipts.Board(1, multiprocessing.get_context("fork"))
+
+
+def test_a_split_cuts_at_the_start_of_a_batch_on_its_way_and_its_batches_are_dropped(board):
+    tracker = reading(board, range_lease(7, 0, 100))
+    collated(board, tracker, (0, 8), (8, 16), (16, 24), (24, 32))
+    assert board.receive(batch(tracker, 0, 8))
+    assert tracker.position == 8  # what the heartbeat reports: received, not read
+
+    # The server plans the cut at record 3; the loop has received 8, and the
+    # batches from 8 on are collated, so the first point is where one begins.
+    assert tracker.try_split(3) == 8
+    tracker.settle_split(True)
+    assert tracker.end == 8
+    for first in (8, 16, 24):
+        assert not board.receive(batch(tracker, first, first + 8)), f"the batch at {first} lies past the cut"
+    with board.cond:
+        assert tracker.deliverable(32) is False  # read ahead, not collated yet: left out of its batch
+    assert tracker.received_whole()
+
+
+def test_a_cut_past_what_was_collated_leaves_the_batches_on_their_way_to_the_loop(board):
+    tracker = reading(board, range_lease(8, 100, 200))
+    collated(board, tracker, (100, 108), (108, 116))
+    assert tracker.try_split(150) == 150
+    tracker.settle_split(True)
+    assert board.receive(batch(tracker, 100, 108)) and board.receive(batch(tracker, 108, 116))
+    with board.cond:
+        assert tracker.deliverable(149) is True and tracker.deliverable(150) is False
+    assert tracker.position == 116 and not tracker.received_whole()
+
+
+def test_a_range_whose_last_batch_holds_the_next_ranges_records_is_not_cut_below_it(board):
+    tracker = reading(board, range_lease(9, 0, 20))
+    collated(board, tracker, (0, 8), (8, 16), (16, 20), others_after=True)
+    assert board.receive(batch(tracker, 0, 8))
+    # Dropping the batch at 16 would drop the next range's records with it,
+    # and delivering it would deliver records past any cut below 20.
+    assert tracker.try_split(8) is None
+    assert tracker.end == 20
+
+
+def test_the_loop_waits_for_an_offer_on_its_way_to_the_server(board):
+    tracker = reading(board, range_lease(10, 0, 100))
+    collated(board, tracker, (0, 8), (8, 16))
+    assert tracker.try_split(8) == 8
+    kept = []
+    loop = threading.Thread(target=lambda: kept.append(board.receive(batch(tracker, 8, 16))))
+    loop.start()
+    loop.join(0.3)
+    assert loop.is_alive(), "the loop took a batch past an offer the server has not answered"
+    tracker.settle_split(False)  # refused: the range reads on
+    loop.join(5)
+    assert kept == [True] and tracker.position == 16
+
+
+def test_a_freed_slots_records_are_never_delivered(board):
+    lease = range_lease(11, 0, 10)
+    tracker = reading(board, lease)
+    assert board.receive(batch(tracker, 0, 10, last=True))
+    assert tracker.received_whole()
+    board.free_slot(LOADER, tracker.slot)
+    newer = reading(board, range_lease(12, 50, 60))
+    assert newer.slot == tracker.slot  # the slot went to the loader's next range
+    with board.cond:
+        assert tracker.deliverable(5) is False
+    assert not board.receive(batch(tracker, 5, 6)), "a batch of the old range claimed the new one's slot"
+    assert newer.position == 50

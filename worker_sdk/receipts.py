@@ -1,0 +1,481 @@
+"""What a DataLoader's training loop received from its loader processes: claims follow consumption there too.
+
+A loader process reads ahead of the loop: ``prefetch_factor`` batches sit
+collated in the DataLoader's queue, and a loader that claimed each record as
+it produced it held a slow worker's next batches for seconds where a split
+could not cut (bench/RESULTS.md). With a ``Board`` (``WorkQueueLoader`` makes
+one before its loaders start), a record counts as read when the loop's
+process receives its batch:
+
+- each loader tracks its leases' ranges in slots of the board, in shared
+  memory: the loop's process claims the records of every batch it receives
+  there (``Board.receive``), the loader's heartbeat reports that position
+  and answers splits from it (``SharedTracker``);
+- a loader tags each batch with the records in it (``Collate``, wrapping the
+  DataLoader's collate function, in the loader: it alone knows which records
+  the batch holds);
+- a split may cut below what the loader produced, at the start of a batch
+  still on its way (a collated batch cannot lose some of its records), and
+  such batches are dropped when they arrive, never delivered; records past
+  the cut that are not collated yet are left out of their batch. The
+  remainder's new holder reads them all;
+- a loader acknowledges a lease once the loop received it whole, and one
+  whose loop stops mid-range gives back only what the loop did not receive
+  (``Stream.stop_at``).
+
+A batch holding the last records of one lease and the first of the next can
+be neither dropped nor delivered in part: a range whose last batch is such a
+batch is not split below it (the split is refused, as for a range read to
+its end).
+"""
+
+from __future__ import annotations
+
+import array
+import threading
+from typing import Callable, Iterable, Iterator, NamedTuple
+
+from .protocol import Lease
+from .stream import Stream
+
+# Leases one loader may have on their way to the loop at once; a lease that
+# finds none free is read as without a board (claimed as produced).
+SLOTS = 8
+# A slot's fields (int64 each).
+_LEASE, _START, _END, _NEXT, _CUT, _LAST = range(6)
+_FIELDS = 6
+_NONE = -1
+_UNBOUNDED = 2**62  # the end of an item that is not a record range: its last record is flagged instead
+# Seconds between looks at an offer to split that is still on its way to
+# the server (the heartbeat settles it within a round trip).
+_OFFER_POLL = 0.05
+_STOPPED = "the consumer stopped before receiving this item's last record"
+_NOTHING = object()
+
+
+class Tagged(NamedTuple):
+    """A batch on its way from a loader to the loop, with the records it holds.
+
+    ``claims``: int64 groups of (loader, slot, lease id, first position,
+    end position, last) as bytes, which torch's pin_memory passes unchanged.
+    """
+
+    batch: object
+    claims: bytes
+
+
+class Board:
+    """The slots of every loader of one DataLoader, in shared memory, under one lock."""
+
+    def __init__(self, loaders: int, context):
+        self.loaders = loaders
+        self._values = context.RawArray("q", loaders * SLOTS * _FIELDS)
+        self.cond = context.Condition(context.Lock())
+        self.reset()
+
+    def reset(self) -> None:
+        """A new pass of the loop: every slot free."""
+        with self.cond:
+            for offset in range(0, len(self._values), _FIELDS):
+                self._values[offset + _LEASE] = _NONE
+
+    def _at(self, loader: int, slot: int) -> int:
+        return (loader * SLOTS + slot) * _FIELDS
+
+    def get(self, loader: int, slot: int, field: int) -> int:
+        return self._values[self._at(loader, slot) + field]
+
+    def set(self, loader: int, slot: int, field: int, value: int) -> None:
+        self._values[self._at(loader, slot) + field] = value
+
+    def take_slot(self, loader: int, lease: Lease) -> int | None:
+        """A free slot of ``loader`` for ``lease`` (under the lock); None when all are in use."""
+        with self.cond:
+            for slot in range(SLOTS):
+                if self.get(loader, slot, _LEASE) == _NONE:
+                    ranged = lease.start is not None and lease.end is not None
+                    start = lease.start if ranged else 0
+                    for field, value in (
+                        (_LEASE, lease.id),
+                        (_START, start),
+                        (_END, lease.end if ranged else _UNBOUNDED),
+                        (_NEXT, start),
+                        (_CUT, _NONE),
+                        (_LAST, 0),
+                    ):
+                        self.set(loader, slot, field, value)
+                    return slot
+        return None
+
+    def free_slot(self, loader: int, slot: int) -> None:
+        with self.cond:
+            self.set(loader, slot, _LEASE, _NONE)
+
+    def receive(self, claims: bytes) -> bool:
+        """The loop's process received a batch: claims its records; False when the batch is to be dropped.
+
+        A batch is dropped when its records lie past a cut made after it was
+        collated (they went to another worker). It waits while an offer to
+        cut below its end is on its way to the server.
+        """
+        groups = array.array("q", claims)
+        keep = drop = False
+        with self.cond:
+            for offset in range(0, len(groups), 6):
+                loader, slot, lease_id, first, end, last = groups[offset : offset + 6]
+                while True:
+                    cut = self.get(loader, slot, _CUT)
+                    if cut == _NONE or cut >= end or self.get(loader, slot, _LEASE) != lease_id:
+                        break
+                    self.cond.wait(_OFFER_POLL)
+                if self.get(loader, slot, _LEASE) != lease_id or first >= self.get(loader, slot, _END):
+                    drop = True  # split off (or the lease was lost): another worker reads these
+                    continue
+                keep = True
+                self.set(loader, slot, _NEXT, max(self.get(loader, slot, _NEXT), end))
+                if last:
+                    self.set(loader, slot, _LAST, 1)
+            self.cond.notify_all()
+        # A batch is cut only where it begins (SharedTracker.try_split), so it
+        # is kept or dropped whole; kept if it ever were not, since dropping
+        # would lose the records claimed with it.
+        return keep or not drop
+
+
+class SharedTracker:
+    """A loader's tracker of one lease's range in a board slot (worker_sdk.tracker's interface for the heartbeat).
+
+    The loop's process claims (``Board.receive``); the loader's heartbeat
+    reports ``position`` and answers splits here; the loader notes each
+    batch it collates (``collated``).
+    """
+
+    def __init__(self, board: Board, loader: int, slot: int, lease: Lease):
+        self.board, self.loader, self.slot, self.lease = board, loader, slot, lease
+        self.start = board.get(loader, slot, _START)
+        # Under the board's lock: where collated batches on their way begin
+        # with a record of this range (the points a split may cut at below
+        # the frontier), the first record not collated yet, and whether its
+        # last batch holds another lease's records too.
+        self._starts: list[int] = []
+        self._frontier = self.start
+        self._mixed_tail = False
+
+    def _get(self, field: int) -> int:
+        return self.board.get(self.loader, self.slot, field)
+
+    @property
+    def position(self) -> int:
+        """The next record the loop has not received."""
+        with self.board.cond:
+            return self._get(_NEXT)
+
+    @property
+    def end(self) -> int:
+        with self.board.cond:
+            return self._get(_END)
+
+    def received_whole(self) -> bool:
+        with self.board.cond:
+            return bool(self._get(_LAST)) or self._get(_NEXT) >= self._get(_END)
+
+    def past_end(self, position: int) -> bool:
+        """Whether record ``position`` went to another worker (the loader reads no further)."""
+        with self.board.cond:
+            return position >= self._get(_END)
+
+    def try_split(self, at: int, min_records: int = 1) -> int | None:
+        """Offers to stop at the first point at or after ``at`` and the loop's position where no batch on its way straddles.
+
+        ``RangeTracker.try_split``'s rule for too little left.
+        """
+        with self.board.cond:
+            if self._get(_CUT) != _NONE or self._mixed_tail:
+                return None
+            end = self._get(_END)
+            point = max(at, self._get(_NEXT))
+            points = [start for start in self._starts if start >= point]
+            point = points[0] if points else max(point, self._frontier)
+            fewest = max(1, min(min_records, end - at))
+            if point > end - fewest or point <= self.start:
+                return None
+            self.board.set(self.loader, self.slot, _CUT, point)
+            return point
+
+    def settle_split(self, accepted: bool) -> None:
+        with self.board.cond:
+            cut = self._get(_CUT)
+            if accepted and cut != _NONE:
+                self.board.set(self.loader, self.slot, _END, min(self._get(_END), cut))
+            self.board.set(self.loader, self.slot, _CUT, _NONE)
+            self.board.cond.notify_all()
+
+    def stop(self) -> None:
+        """The lease was lost, or its loop stopped: nothing more of it is delivered."""
+        with self.board.cond:
+            self.board.set(self.loader, self.slot, _END, min(self._get(_END), self._get(_NEXT)))
+            self.board.set(self.loader, self.slot, _CUT, _NONE)
+            self.board.cond.notify_all()
+
+    # Called by Collate, under the board's lock.
+    def deliverable(self, position: int) -> bool | None:
+        """Whether record ``position`` may go into a batch being collated; None: an offer below it is on its way."""
+        if self._get(_LEASE) != self.lease.id:
+            return False  # its slot was freed: the loop received the range whole, and this lies past its end
+        cut = self._get(_CUT)
+        if cut != _NONE and position >= cut:
+            return None
+        return position < self._get(_END)
+
+    def collated(self, first: int, end: int, begins_batch: bool, others_after: bool) -> None:
+        next_received = self._get(_NEXT)
+        self._starts = [start for start in self._starts if start >= next_received]
+        if begins_batch:
+            self._starts.append(first)
+        self._frontier = max(self._frontier, end)
+        self._mixed_tail = self._mixed_tail or others_after
+
+
+class _Produced(NamedTuple):
+    tracker: SharedTracker | None  # None: a record claimed as produced (its lease found no slot)
+    position: int
+    last: bool
+
+
+_UNTRACKED = _Produced(None, 0, False)
+
+
+class LoaderReceipts:
+    """One loader process's side: its leases' slots, the records it produced since its last batch, and its batches.
+
+    ``batched``: the DataLoader collates lists of records (a batch size),
+    not each record alone.
+
+    A lease read to its end is acknowledged once the loop received it whole:
+    with the loader's next take if that comes first, or by a thread that
+    watches the board (a loader reads the next lease meanwhile, and must not
+    hold one the loop has finished while it does).
+    """
+
+    def __init__(self, board: Board, loader: int, stream: Stream, batched: bool):
+        self.board, self.loader, self.stream, self.batched = board, loader, stream, batched
+        self._produced: list[_Produced] = []  # records handed to the DataLoader's fetcher since the last batch
+        # Under _lock (the loader's thread and the watcher): by slot, leases
+        # the loop has not received whole; slots whose reader is done.
+        self._lock = threading.Lock()
+        self._reading: dict[int, SharedTracker] = {}
+        self._read: set[int] = set()
+        self._closed = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    def records(self, lease: Lease, records: Iterable) -> Iterator:
+        """``records`` (a reader's output for ``lease``), each noted for the batch it goes into; the lease is acknowledged once received whole."""
+        self._settle_received()
+        slot = self.board.take_slot(self.loader, lease)
+        if slot is None:
+            # Claimed as produced, as without a board.
+            for record in self.stream.records(lease, records):
+                self._produced.append(_UNTRACKED)
+                yield record
+            return
+        tracker = SharedTracker(self.board, self.loader, slot, lease)
+        ranged = lease.start is not None and lease.end is not None
+        if ranged:
+            self.stream.leaser().track(lease, tracker)  # its heartbeat reports the loop's position and answers splits
+        with self._lock:
+            self._reading[slot] = tracker
+        iterator = iter(records)
+        position = tracker.start
+        held = _NOTHING
+        try:
+            for record in iterator:
+                if ranged and tracker.past_end(position):
+                    break  # the rest of the range was split off
+                if held is not _NOTHING:
+                    self._produced.append(_Produced(tracker, position - 1, False))
+                    yield held
+                held = record
+                position += 1
+            if held is _NOTHING:
+                self._settle(slot)  # nothing in it to wait for
+                return
+            with self._lock:
+                self._read.add(slot)
+            self._watch()
+            self._produced.append(_Produced(tracker, position - 1, True))
+            yield held
+        except GeneratorExit:
+            self.stop(_STOPPED)
+            raise
+        except Exception as exc:
+            with self._lock:
+                self._forget(slot)
+            self.stream.settle(lease, f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
+
+    def _settle_received(self) -> list[Lease]:
+        """Marks as consumed (for the stream's next take) the leases read to their end that the loop received whole."""
+        with self._lock:
+            done = [slot for slot in self._read if self._reading[slot].received_whole()]
+            leases = [self._forget(slot).lease for slot in done]
+        for lease in leases:
+            self.stream.consumed(lease)
+        return leases
+
+    def _settle(self, slot: int) -> None:
+        with self._lock:
+            lease = self._forget(slot).lease
+        self.stream.consumed(lease)
+
+    def _watch(self) -> None:
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch_board, name="shardline-receipts", daemon=True)
+            self._watcher.start()
+
+    def _watch_board(self) -> None:
+        while not self._closed.is_set():
+            with self.board.cond:
+                self.board.cond.wait(_OFFER_POLL)  # the loop's process notifies each batch it receives
+            if self._settle_received():
+                self.stream.flush_consumed()  # unless the loader's take carried them first
+
+    def _stop_watching(self) -> None:
+        """The watcher ends, and what it acknowledged is sent before this returns (the process may exit next)."""
+        self._closed.set()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            with self.board.cond:
+                self.board.cond.notify_all()
+            self._watcher.join()
+
+    def finish(self) -> None:
+        """The loader's leases ended: what the loop has not received yet is acknowledged now (no take will carry it).
+
+        Only batches on their way can hold such records at the queue's end
+        (and the fetcher's last one, collated once this loader's records
+        end). Their slots stay taken, so that the loop's process delivers
+        them, until the board's next pass.
+        """
+        self._stop_watching()
+        with self._lock:
+            trackers = [self._reading.pop(slot) for slot in list(self._read)]
+            self._read.clear()
+        for tracker in trackers:
+            self.stream.leaser().held.untrack(tracker.lease, tracker)
+            self.stream.consumed(tracker.lease)
+        self.stream.flush_consumed()
+
+    def stop(self, reason: str) -> None:
+        """The loop stopped: each lease keeps what the loop received, and the rest goes back."""
+        self._stop_watching()
+        with self._lock:
+            trackers = [self._forget(slot) for slot in list(self._reading)]
+        for tracker in trackers:
+            if tracker.received_whole():
+                self.stream.consumed(tracker.lease)
+            else:
+                ranged = tracker.lease.start is not None
+                self.stream.stop_at(tracker.lease, tracker.position if ranged else None, reason)
+        self.stream.flush_consumed()
+
+    def _forget(self, slot: int) -> SharedTracker:
+        """Under _lock: the slot's lease is done here (its tracker reports and answers no more)."""
+        tracker = self._reading.pop(slot)
+        self._read.discard(slot)
+        self.stream.leaser().held.untrack(tracker.lease, tracker)
+        self.board.free_slot(self.loader, slot)
+        return tracker
+
+    def collate(self, data, collate_fn: Callable) -> Tagged:
+        """The batch of what the fetcher gathered since the last one, its records past a cut left out, tagged with the rest."""
+        produced, self._produced = self._produced, []
+        records = list(data) if self.batched else [data]
+        if len(records) != len(produced):
+            raise RuntimeError(
+                f"a batch of {len(records)} records where this loader produced {len(produced)}: "
+                "WorkQueueLoader collates what its dataset yields since the last batch"
+            )
+        kept_records, kept = [], []
+        with self._lock:  # not under the board's lock: _forget takes them in this order
+            reading = dict(self._reading)
+        with self.board.cond:
+            while True:
+                verdicts = [
+                    True if note.tracker is None else note.tracker.deliverable(note.position) for note in produced
+                ]
+                if None not in verdicts:
+                    break
+                self.board.cond.wait(_OFFER_POLL)
+            for record, note, verdict in zip(records, produced, verdicts):
+                if verdict:
+                    kept_records.append(record)
+                    kept.append(note)
+            claims = self._claims(kept, reading)
+        if not kept:
+            return Tagged(None, _DROPPED)  # every record lay past a cut: the loop's process drops it
+        return Tagged(collate_fn(kept_records if self.batched else kept_records[0]), claims)
+
+    def _claims(self, notes: list[_Produced], reading: dict[int, SharedTracker]) -> bytes:
+        """The claims of a batch of ``notes`` (under the board's lock), noting on each tracker where its part begins."""
+        groups: list[list[int]] = []  # [loader, slot, lease, first, end, last]; slot -1: records claimed as produced
+        for note in notes:
+            tracker = note.tracker
+            slot, lease = (_NONE, _NONE) if tracker is None else (tracker.slot, tracker.lease.id)
+            if groups and groups[-1][1] == slot and groups[-1][2] == lease:
+                groups[-1][4], groups[-1][5] = note.position + 1, int(note.last)
+                continue
+            groups.append([self.loader, slot, lease, note.position, note.position + 1, int(note.last)])
+        for index, group in enumerate(groups):
+            tracker = reading.get(group[1])
+            if tracker is not None and tracker.lease.id == group[2]:
+                tracker.collated(group[3], group[4], begins_batch=index == 0, others_after=index < len(groups) - 1)
+        return encode([tuple(group) for group in groups if group[1] != _NONE])
+
+
+def encode(claims: Iterable[tuple[int, int, int, int, int, int]]) -> bytes:
+    """A batch's claims as ``Tagged.claims``: (loader, slot, lease id, first, end, last) each."""
+    return array.array("q", [value for claim in claims for value in claim]).tobytes()
+
+
+# A batch whose every record lay past a cut.
+_DROPPED = b"dropped"
+
+
+def received(batches: Iterator, board: Board) -> Iterator:
+    """The loop's process: each batch its loaders tagged, claimed on the board; those past a cut are dropped."""
+    for tagged in batches:
+        if not isinstance(tagged, Tagged):
+            yield tagged
+            continue
+        if tagged.claims == _DROPPED:
+            continue
+        if not tagged.claims or board.receive(tagged.claims):
+            yield tagged.batch
+
+
+class Collate:
+    """The DataLoader's collate function in a loader process with a board: the batch, tagged (``LoaderReceipts.collate``)."""
+
+    def __init__(self, collate_fn: Callable):
+        self.collate_fn = collate_fn
+
+    def __call__(self, data):
+        receipts = current()
+        if receipts is None:
+            return self.collate_fn(data)
+        return receipts.collate(data, self.collate_fn)
+
+
+_current = threading.local()
+
+
+def adopt(receipts: LoaderReceipts | None) -> None:
+    """The loader's receipts, for its collate function (the same thread as its dataset's iterator)."""
+    _current.value = receipts
+
+
+def current() -> LoaderReceipts | None:
+    return getattr(_current, "value", None)
