@@ -32,6 +32,7 @@ its end).
 from __future__ import annotations
 
 import array
+import os
 import threading
 from typing import Callable, Iterable, Iterator, NamedTuple
 
@@ -45,7 +46,6 @@ SLOTS = 8
 _LEASE, _START, _END, _NEXT, _CUT, _LAST = range(6)
 _FIELDS = 6
 _NONE = -1
-_UNBOUNDED = 2**62  # the end of an item that is not a record range: its last record is flagged instead
 # Seconds between looks at an offer to split that is still on its way to
 # the server (the heartbeat settles it within a round trip).
 _OFFER_POLL = 0.05
@@ -70,8 +70,28 @@ class Board:
     def __init__(self, loaders: int, context):
         self.loaders = loaders
         self._values = context.RawArray("q", loaders * SLOTS * _FIELDS)
+        self._pids = context.RawArray("q", loaders)  # each loader's process, written when it starts reading
         self.cond = context.Condition(context.Lock())
         self.reset()
+
+    def started(self, loader: int) -> None:
+        """Called in the loader's process."""
+        self._pids[loader] = os.getpid()
+
+    def _alive(self, loader: int) -> bool:
+        """Whether the loader's process runs (a killed loader of a DataLoader is a zombie until it is joined)."""
+        pid = self._pids[loader]
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+        except FileNotFoundError:
+            return False
+        except OSError:  # no /proc: ask the kernel
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return False
+            return True
 
     def reset(self) -> None:
         """A new pass of the loop: every slot free."""
@@ -89,17 +109,15 @@ class Board:
         self._values[self._at(loader, slot) + field] = value
 
     def take_slot(self, loader: int, lease: Lease) -> int | None:
-        """A free slot of ``loader`` for ``lease`` (under the lock); None when all are in use."""
+        """A free slot of ``loader`` for ``lease``, a record range (under the lock); None when all are in use."""
         with self.cond:
             for slot in range(SLOTS):
                 if self.get(loader, slot, _LEASE) == _NONE:
-                    ranged = lease.start is not None and lease.end is not None
-                    start = lease.start if ranged else 0
                     for field, value in (
                         (_LEASE, lease.id),
-                        (_START, start),
-                        (_END, lease.end if ranged else _UNBOUNDED),
-                        (_NEXT, start),
+                        (_START, lease.start),
+                        (_END, lease.end),
+                        (_NEXT, lease.start),
                         (_CUT, _NONE),
                         (_LAST, 0),
                     ):
@@ -116,19 +134,25 @@ class Board:
 
         A batch is dropped when its records lie past a cut made after it was
         collated (they went to another worker). It waits while an offer to
-        cut below its end is on its way to the server.
+        cut below its end is on its way to the server, unless the loader that
+        made the offer died: then its leases go back to the server from the
+        position its heartbeat last reported, and the batch is dropped.
         """
         groups = array.array("q", claims)
         keep = drop = False
         with self.cond:
             for offset in range(0, len(groups), 6):
                 loader, slot, lease_id, first, end, last = groups[offset : offset + 6]
+                dead = False
                 while True:
                     cut = self.get(loader, slot, _CUT)
                     if cut == _NONE or cut >= end or self.get(loader, slot, _LEASE) != lease_id:
                         break
+                    if not self._alive(loader):
+                        dead = True
+                        break
                     self.cond.wait(_OFFER_POLL)
-                if self.get(loader, slot, _LEASE) != lease_id or first >= self.get(loader, slot, _END):
+                if dead or self.get(loader, slot, _LEASE) != lease_id or first >= self.get(loader, slot, _END):
                     drop = True  # split off (or the lease was lost): another worker reads these
                     continue
                 keep = True
@@ -271,7 +295,12 @@ class LoaderReceipts:
     def records(self, lease: Lease, records: Iterable) -> Iterator:
         """``records`` (a reader's output for ``lease``), each noted for the batch it goes into; the lease is acknowledged once received whole."""
         self._settle_received()
-        slot = self.board.take_slot(self.loader, lease)
+        ranged = lease.start is not None and lease.end is not None
+        # A whole item is never split: acknowledged as its reader ends, it
+        # rides the loader's next take, and the server learns the loader's
+        # pace from it before leasing it more (a slow worker near the end
+        # waits, services/leases.py).
+        slot = self.board.take_slot(self.loader, lease) if ranged else None
         if slot is None:
             # Claimed as produced, as without a board.
             for record in self.stream.records(lease, records):
@@ -279,9 +308,7 @@ class LoaderReceipts:
                 yield record
             return
         tracker = SharedTracker(self.board, self.loader, slot, lease)
-        ranged = lease.start is not None and lease.end is not None
-        if ranged:
-            self.stream.leaser().track(lease, tracker)  # its heartbeat reports the loop's position and answers splits
+        self.stream.leaser().track(lease, tracker)  # its heartbeat reports the loop's position and answers splits
         with self._lock:
             self._reading[slot] = tracker
         iterator = iter(records)
@@ -289,7 +316,7 @@ class LoaderReceipts:
         held = _NOTHING
         try:
             for record in iterator:
-                if ranged and tracker.past_end(position):
+                if tracker.past_end(position):
                     break  # the rest of the range was split off
                 if held is not _NOTHING:
                     self._produced.append(_Produced(tracker, position - 1, False))
@@ -377,8 +404,7 @@ class LoaderReceipts:
             if tracker.received_whole():
                 self.stream.consumed(tracker.lease)
             else:
-                ranged = tracker.lease.start is not None
-                self.stream.stop_at(tracker.lease, tracker.position if ranged else None, reason)
+                self.stream.stop_at(tracker.lease, tracker.position, reason)
         self.stream.flush_consumed()
 
     def _forget(self, slot: int) -> SharedTracker:

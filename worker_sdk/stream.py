@@ -145,6 +145,10 @@ class Stream:
             while True:
                 with self._lock:
                     finished, self._consumed = finished + self._consumed, []
+                # Held before the take too: a completion another thread sent
+                # meanwhile (a loader's receipts) may be answered before this
+                # take's answer comes, and the server counted that lease.
+                known = leaser.held.known()
                 leases, answer = leaser.take(finished, self.scope(), self.tracks, wait=wait)
                 finished = []
                 self._say_paused(answer.paused)
@@ -152,7 +156,7 @@ class Stream:
                 if leases:
                     self._opened(leases[0])
                     return leases[0]
-                if queue_ended(answer, leaser.held.known()):
+                if queue_ended(answer, max(known, leaser.held.known())):
                     with self._lock:
                         self.ended = True
                     self.flush_consumed()  # received meanwhile: no take of this stream will carry them

@@ -96,6 +96,7 @@ class WorkQueueDataset(IterableDataset):
             # The loop's process claims what it receives: a lease is
             # acknowledged once received whole (worker_sdk.receipts).
             stream = self.queue.stream(lag=None, tracks=True)
+            self.board.started(info.id)
             loader = receipts.LoaderReceipts(self.board, info.id, stream, self.batched)
             receipts.adopt(loader)
             return self._read(stream, in_loader, depth, loader)

@@ -50,6 +50,7 @@ def start_reader(
     die_after: int = 0,
     stop_after: int = 0,
     read_delay: float = 0.0,
+    say_produced: bool = False,
 ):
     return subprocess.Popen(
         [
@@ -76,6 +77,7 @@ def start_reader(
             str(stop_after),
             "--read-delay",
             str(read_delay),
+            *(["--say-produced"] if say_produced else []),
             *works,
         ],
         cwd=ROOT,
@@ -108,6 +110,7 @@ class Lines:
     def __init__(self, child: subprocess.Popen):
         self.child = child
         self.read: list[str] = []
+        self.produced: list[str] = []  # what its readers produced, with --say-produced
         self.finished = False
         self.errors: list[str] = []  # its stderr (read as it comes, so that a full pipe never blocks it)
         self._thread = threading.Thread(target=self._follow, daemon=True)
@@ -120,6 +123,8 @@ class Lines:
             line = line.rstrip("\n")
             if line.startswith("read "):
                 self.read.append(line[len("read ") :])
+            elif line.startswith("produced "):
+                self.produced.append(line[len("produced ") :])
             elif line == "finished":
                 self.finished = True
 

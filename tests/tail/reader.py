@@ -27,9 +27,11 @@ def out(line: str) -> None:
         sys.stdout.flush()
 
 
-def read_lines(item, delay: float = 0.0):
+def read_lines(item, delay: float = 0.0, say: bool = False):
     for line in readers.records(item):
         time.sleep(delay)  # the reader's own work on a record (decoding)
+        if say:
+            out(f"produced {line.decode()}")  # from the loader process, before the loop has it
         yield line.decode()
 
 
@@ -57,6 +59,9 @@ def main():
     parser.add_argument("--parties", type=int, required=True)
     parser.add_argument("--die-after", type=int, default=0, help="SIGKILL itself after reading this many records")
     parser.add_argument("--stop-after", type=int, default=0, help="stop reading after this many records, and exit")
+    parser.add_argument(
+        "--say-produced", action="store_true", help="print each record a reader produces (loader shapes)"
+    )
     parser.add_argument("works", nargs="+")
     args = parser.parse_args()
     queue = WorkQueue(
@@ -97,7 +102,7 @@ def main():
         from worker_sdk.torch import WorkQueueDataset, WorkQueueLoader
 
         kind = DataLoader if args.shape == "torch" else WorkQueueLoader
-        reader = functools.partial(read_lines, delay=args.read_delay)
+        reader = functools.partial(read_lines, delay=args.read_delay, say=args.say_produced)
         # Batches of 8 hold the end of one slice and the start of the next.
         batch_size = 8 if args.shape == "loader-batches" else None
         loader = kind(WorkQueueDataset(queue, reader=reader), batch_size=batch_size, num_workers=2)

@@ -45,7 +45,9 @@ def collated(board: receipts.Board, tracker: receipts.SharedTracker, *batches, o
 
 @pytest.fixture
 def board():
-    return receipts.Board(1, multiprocessing.get_context("fork"))
+    board = receipts.Board(1, multiprocessing.get_context("fork"))
+    board.started(LOADER)  # this process plays the loader
+    return board
 
 
 def test_a_split_cuts_at_the_start_of_a_batch_on_its_way_and_its_batches_are_dropped(board):
@@ -113,3 +115,19 @@ def test_a_freed_slots_records_are_never_delivered(board):
         assert tracker.deliverable(5) is False
     assert not board.receive(batch(tracker, 5, 6)), "a batch of the old range claimed the new one's slot"
     assert newer.position == 50
+
+
+def test_the_loop_drops_a_batch_whose_loader_died_with_an_offer_on_its_way(board):
+    context = multiprocessing.get_context("fork")
+    loader = context.Process(target=board.started, args=(LOADER,))
+    loader.start()
+    loader.join(10)
+    tracker = reading(board, range_lease(13, 0, 100))
+    collated(board, tracker, (0, 8), (8, 16))
+    assert tracker.try_split(8) == 8  # and the loader's process is gone before its heartbeat settles it
+    kept = []
+    loop = threading.Thread(target=lambda: kept.append(board.receive(batch(tracker, 8, 16))))
+    loop.start()
+    loop.join(10)
+    assert not loop.is_alive(), "the loop waited for an offer no process will settle"
+    assert kept == [False]
