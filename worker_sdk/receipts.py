@@ -32,24 +32,30 @@ its end).
 from __future__ import annotations
 
 import array
+import logging
 import os
 import threading
 from typing import Callable, Iterable, Iterator, NamedTuple
 
+from . import errors
 from .protocol import Lease
 from .stream import Stream
+from .sync import HandedLeases
+
+log = logging.getLogger("worker_sdk")
 
 # Leases one loader may have on their way to the loop at once; a lease that
 # finds none free is read as without a board (claimed as produced).
 SLOTS = 8
 # A slot's fields (int64 each).
-_LEASE, _START, _END, _NEXT, _CUT, _LAST = range(6)
-_FIELDS = 6
+_LEASE, _START, _END, _NEXT, _CUT, _LAST, _TOKEN, _ACKED = range(8)
+_FIELDS = 8
 _NONE = -1
 # Seconds between looks at an offer to split that is still on its way to
 # the server (the heartbeat settles it within a round trip).
 _OFFER_POLL = 0.05
 _STOPPED = "the consumer stopped before receiving this item's last record"
+_LOADER_DIED = "the loader process reading it died before the loop received any of it"
 _NOTHING = object()
 
 
@@ -62,6 +68,16 @@ class Tagged(NamedTuple):
 
     batch: object
     claims: bytes
+
+
+class Orphan(NamedTuple):
+    """A lease of a dead loader: its record range, and the position the loop received."""
+
+    lease_id: int
+    token: int
+    start: int
+    received: int
+    end: int
 
 
 class Board:
@@ -120,6 +136,8 @@ class Board:
                         (_NEXT, lease.start),
                         (_CUT, _NONE),
                         (_LAST, 0),
+                        (_TOKEN, lease.token),
+                        (_ACKED, 0),
                     ):
                         self.set(loader, slot, field, value)
                     return slot
@@ -128,6 +146,34 @@ class Board:
     def free_slot(self, loader: int, slot: int) -> None:
         with self.cond:
             self.set(loader, slot, _LEASE, _NONE)
+
+    def acknowledged(self, loader: int, slot: int) -> None:
+        """The loader acknowledged the slot's lease; the slot stays taken for the batches still on their way."""
+        with self.cond:
+            self.set(loader, slot, _ACKED, 1)
+
+    def orphans(self) -> list[Orphan]:
+        """The leases of loaders whose process is gone and that did not acknowledge them; their slots freed.
+
+        A DataLoader's loader killed mid-read (the loop's process then gets
+        an error from the DataLoader) leaves its leases to the server, which
+        would take them back from the position its heartbeat last reported:
+        what the loop received since would be read again.
+        """
+        found = []
+        with self.cond:
+            for loader in range(self.loaders):
+                if not self._pids[loader] or self._alive(loader):
+                    continue
+                for slot in range(SLOTS):
+                    if self.get(loader, slot, _LEASE) == _NONE:
+                        continue
+                    if not self.get(loader, slot, _ACKED):
+                        found.append(
+                            Orphan(*(self.get(loader, slot, field) for field in (_LEASE, _TOKEN, _START, _NEXT, _END)))
+                        )
+                    self.set(loader, slot, _LEASE, _NONE)
+        return found
 
     def receive(self, claims: bytes) -> bool:
         """The loop's process received a batch: claims its records; False when the batch is to be dropped.
@@ -391,6 +437,7 @@ class LoaderReceipts:
             trackers = [self._reading.pop(slot) for slot in list(self._read)]
             self._read.clear()
         for tracker in trackers:
+            self.board.acknowledged(self.loader, tracker.slot)
             self.stream.leaser().held.untrack(tracker.lease, tracker)
             self.stream.consumed(tracker.lease)
         self.stream.flush_consumed()
@@ -470,16 +517,41 @@ def encode(claims: Iterable[tuple[int, int, int, int, int, int]]) -> bytes:
 _DROPPED = b"dropped"
 
 
-def received(batches: Iterator, board: Board) -> Iterator:
-    """The loop's process: each batch its loaders tagged, claimed on the board; those past a cut are dropped."""
-    for tagged in batches:
-        if not isinstance(tagged, Tagged):
-            yield tagged
-            continue
-        if tagged.claims == _DROPPED:
-            continue
-        if not tagged.claims or board.receive(tagged.claims):
-            yield tagged.batch
+def received(batches: Iterator, board: Board, handed: HandedLeases) -> Iterator:
+    """The loop's process: each batch its loaders tagged, claimed on the board; those past a cut are dropped.
+
+    However the loop ends (the DataLoader's error for a killed loader
+    included), the leases of loaders that died are settled here with what
+    the loop received (``settle_orphans``).
+    """
+    try:
+        for tagged in batches:
+            if not isinstance(tagged, Tagged):
+                yield tagged
+                continue
+            if tagged.claims == _DROPPED:
+                continue
+            if not tagged.claims or board.receive(tagged.claims):
+                yield tagged.batch
+    finally:
+        settle_orphans(board, handed)
+
+
+def settle_orphans(board: Board, handed: HandedLeases) -> None:
+    """A dead loader's leases: what the loop received is read, the rest goes back to the queue."""
+    for orphan in board.orphans():
+        try:
+            if orphan.received >= orphan.end:
+                handed.complete(orphan.lease_id, orphan.token)
+            elif orphan.received > orphan.start:
+                handed.cut(orphan.lease_id, orphan.token, orphan.received)
+                handed.complete(orphan.lease_id, orphan.token)
+            else:
+                handed.release(orphan.lease_id, orphan.token, _LOADER_DIED)
+        except errors.LeaseLostError:
+            pass  # the server took it back first (its holder's heartbeat dropped a while ago)
+        except errors.ShardlineError as exc:
+            log.warning("lease %s of a loader that died: could not settle it: %s", orphan.lease_id, exc)
 
 
 class Collate:

@@ -218,6 +218,10 @@ class HandedLeases:
         """Gives the item back unread, without using an attempt."""
         self.client.release(lease_id, token, reason)
 
+    def cut(self, lease_id: int, token: int, at: int) -> None:
+        """Ends the lease's record range at ``at``: the rest becomes a new item, for another worker."""
+        self.client.split(lease_id, token, at)
+
 
 @dataclass
 class Ledger:

@@ -187,5 +187,5 @@ class WorkQueueLoader(DataLoader):
             dataset.turns = None
             batches = super().__iter__()
         if self.board is not None:
-            batches = receipts.received(batches, self.board)
+            batches = receipts.received(batches, self.board, dataset.queue.handed_leases())
         return stall.timed(batches, stall.Meter(lambda: clock))

@@ -72,11 +72,13 @@ def main():
 
     def use(record):
         nonlocal read
-        time.sleep(args.delay)  # the loop's work on a record: its pace
+        # Said as the loop receives it, before its work: a loop that dies in
+        # its work (or is stopped by its DataLoader's error) had it.
         out(f"read {record.decode() if isinstance(record, bytes) else record}")
         read += 1
         if read == args.die_after:
             os.kill(os.getpid(), signal.SIGKILL)  # a crash: nothing acknowledged, nothing cleaned up
+        time.sleep(args.delay)  # the loop's work on a record: its pace
 
     if args.shape == "dataset":
         import tensorflow  # noqa: F401  (imported before the barrier: it takes seconds)

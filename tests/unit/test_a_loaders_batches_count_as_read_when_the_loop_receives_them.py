@@ -6,7 +6,8 @@ loader's heartbeat answers splits from the board. Held to here: a split
 cuts at the start of a batch on its way, and those batches are dropped
 whole; a range whose last batch holds the next range's records is not cut
 below it; the loop waits for an offer on its way to the server; a freed
-slot's records are never delivered.
+slot's records are never delivered; a dead loader's leases are found with
+the position the loop received, once.
 """
 
 import multiprocessing
@@ -131,3 +132,30 @@ def test_the_loop_drops_a_batch_whose_loader_died_with_an_offer_on_its_way(board
     loop.join(10)
     assert not loop.is_alive(), "the loop waited for an offer no process will settle"
     assert kept == [False]
+
+
+def test_a_dead_loaders_leases_are_found_with_what_the_loop_received():
+    context = multiprocessing.get_context("fork")
+    dead = receipts.Board(2, context)
+    dead.started(0)  # a live loader: its leases are its own to settle
+    loader = context.Process(target=dead.started, args=(1,))
+    loader.start()
+    loader.join(10)
+
+    def slot_of(loader_index, lease):
+        slot = dead.take_slot(loader_index, lease)
+        return receipts.SharedTracker(dead, loader_index, slot, lease)
+
+    alive = slot_of(0, range_lease(20, 0, 10))
+    whole, part, unread, acked = (slot_of(1, range_lease(lease_id, 0, 10)) for lease_id in (21, 22, 23, 24))
+    for tracker in (alive, whole, part, acked):
+        assert dead.receive(receipts.encode([(tracker.loader, tracker.slot, tracker.lease.id, 0, 4, 0)]))
+    assert dead.receive(receipts.encode([(1, whole.slot, 21, 4, 10, 1)]))
+    dead.acknowledged(1, acked.slot)
+
+    orphans = {orphan.lease_id: orphan for orphan in dead.orphans()}
+    assert sorted(orphans) == [21, 22, 23]
+    assert (orphans[21].received, orphans[22].received, orphans[23].received) == (10, 4, 0)
+    assert orphans[22].token == 1 and (orphans[22].start, orphans[22].end) == (0, 10)
+    assert dead.orphans() == []  # their slots are free: each is settled once
+    assert alive.position == 4
