@@ -11,9 +11,9 @@ process receives its batch:
   memory: the loop's process claims the records of every batch it receives
   there (``Board.receive``), the loader's heartbeat reports that position
   and answers splits from it (``SharedTracker``);
-- a loader tags each batch with the records in it (``Collate``, wrapping the
-  DataLoader's collate function, in the loader: it alone knows which records
-  the batch holds);
+- a loader tags each batch with the records in it (worker_sdk.loader_receipts,
+  wrapping the DataLoader's collate function in the loader: it alone knows
+  which records the batch holds);
 - a split may cut below what the loader produced, at the start of a batch
   still on its way (a collated batch cannot lose some of its records), and
   such batches are dropped when they arrive, never delivered; records past
@@ -34,12 +34,10 @@ from __future__ import annotations
 import array
 import logging
 import os
-import threading
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from . import errors
 from .protocol import Lease
-from .stream import Stream
 from .sync import HandedLeases
 
 log = logging.getLogger("worker_sdk")
@@ -53,10 +51,8 @@ _FIELDS = 8
 _NONE = -1
 # Seconds between looks at an offer to split that is still on its way to
 # the server (the heartbeat settles it within a round trip).
-_OFFER_POLL = 0.05
-_STOPPED = "the consumer stopped before receiving this item's last record"
+OFFER_POLL = 0.05
 _LOADER_DIED = "the loader process reading it died before the loop received any of it"
-_NOTHING = object()
 
 
 class Tagged(NamedTuple):
@@ -197,7 +193,7 @@ class Board:
                     if not self._alive(loader):
                         dead = True
                         break
-                    self.cond.wait(_OFFER_POLL)
+                    self.cond.wait(OFFER_POLL)
                 if dead or self.get(loader, slot, _LEASE) != lease_id or first >= self.get(loader, slot, _END):
                     drop = True  # split off (or the lease was lost): another worker reads these
                     continue
@@ -306,215 +302,13 @@ class SharedTracker:
         self._mixed_tail = self._mixed_tail or others_after
 
 
-class _Produced(NamedTuple):
-    tracker: SharedTracker | None  # None: a record claimed as produced (its lease found no slot)
-    position: int
-    last: bool
-
-
-_UNTRACKED = _Produced(None, 0, False)
-
-
-class LoaderReceipts:
-    """One loader process's side: its leases' slots, the records it produced since its last batch, and its batches.
-
-    ``batched``: the DataLoader collates lists of records (a batch size),
-    not each record alone.
-
-    A lease read to its end is acknowledged once the loop received it whole:
-    with the loader's next take if that comes first, or by a thread that
-    watches the board (a loader reads the next lease meanwhile, and must not
-    hold one the loop has finished while it does).
-    """
-
-    def __init__(self, board: Board, loader: int, stream: Stream, batched: bool):
-        self.board, self.loader, self.stream, self.batched = board, loader, stream, batched
-        self._produced: list[_Produced] = []  # records handed to the DataLoader's fetcher since the last batch
-        # Under _lock (the loader's thread and the watcher): by slot, leases
-        # the loop has not received whole; slots whose reader is done.
-        self._lock = threading.Lock()
-        self._reading: dict[int, SharedTracker] = {}
-        self._read: set[int] = set()
-        self._closed = threading.Event()
-        self._watcher: threading.Thread | None = None
-
-    def records(self, lease: Lease, records: Iterable) -> Iterator:
-        """``records`` (a reader's output for ``lease``), each noted for the batch it goes into; the lease is acknowledged once received whole."""
-        self._settle_received()
-        ranged = lease.start is not None and lease.end is not None
-        # A whole item is never split: acknowledged as its reader ends, it
-        # rides the loader's next take, and the server learns the loader's
-        # pace from it before leasing it more (a slow worker near the end
-        # waits, services/leases.py).
-        slot = self.board.take_slot(self.loader, lease) if ranged else None
-        if slot is None:
-            # Claimed as produced, as without a board.
-            for record in self.stream.records(lease, records):
-                self._produced.append(_UNTRACKED)
-                yield record
-            return
-        tracker = SharedTracker(self.board, self.loader, slot, lease)
-        self.stream.leaser().track(lease, tracker)  # its heartbeat reports the loop's position and answers splits
-        with self._lock:
-            self._reading[slot] = tracker
-        iterator = iter(records)
-        position = tracker.start
-        held = _NOTHING
-        try:
-            for record in iterator:
-                if tracker.past_end(position):
-                    break  # the rest of the range was split off
-                if held is not _NOTHING:
-                    self._produced.append(_Produced(tracker, position - 1, False))
-                    yield held
-                held = record
-                position += 1
-            if held is _NOTHING:
-                self._settle(slot)  # nothing in it to wait for
-                return
-            with self._lock:
-                self._read.add(slot)
-            self._watch()
-            self._produced.append(_Produced(tracker, position - 1, True))
-            yield held
-        except GeneratorExit:
-            self.stop(_STOPPED)
-            raise
-        except Exception as exc:
-            with self._lock:
-                self._forget(slot)
-            self.stream.settle(lease, f"{type(exc).__name__}: {exc}")
-            raise
-        finally:
-            close = getattr(iterator, "close", None)
-            if close is not None:
-                close()
-
-    def _settle_received(self) -> list[Lease]:
-        """Marks as consumed (for the stream's next take) the leases read to their end that the loop received whole."""
-        with self._lock:
-            done = [slot for slot in self._read if self._reading[slot].received_whole()]
-            leases = [self._forget(slot).lease for slot in done]
-        for lease in leases:
-            self.stream.consumed(lease)
-        return leases
-
-    def _settle(self, slot: int) -> None:
-        with self._lock:
-            lease = self._forget(slot).lease
-        self.stream.consumed(lease)
-
-    def _watch(self) -> None:
-        if self._watcher is None:
-            self._watcher = threading.Thread(target=self._watch_board, name="shardline-receipts", daemon=True)
-            self._watcher.start()
-
-    def _watch_board(self) -> None:
-        while not self._closed.is_set():
-            with self.board.cond:
-                self.board.cond.wait(_OFFER_POLL)  # the loop's process notifies each batch it receives
-            if self._settle_received():
-                self.stream.flush_consumed()  # unless the loader's take carried them first
-
-    def _stop_watching(self) -> None:
-        """The watcher ends, and what it acknowledged is sent before this returns (the process may exit next)."""
-        self._closed.set()
-        if self._watcher is not None and self._watcher is not threading.current_thread():
-            with self.board.cond:
-                self.board.cond.notify_all()
-            self._watcher.join()
-
-    def finish(self) -> None:
-        """The loader's leases ended: what the loop has not received yet is acknowledged now (no take will carry it).
-
-        Only batches on their way can hold such records at the queue's end
-        (and the fetcher's last one, collated once this loader's records
-        end). Their slots stay taken, so that the loop's process delivers
-        them, until the board's next pass.
-        """
-        self._stop_watching()
-        with self._lock:
-            trackers = [self._reading.pop(slot) for slot in list(self._read)]
-            self._read.clear()
-        for tracker in trackers:
-            self.board.acknowledged(self.loader, tracker.slot)
-            self.stream.leaser().held.untrack(tracker.lease, tracker)
-            self.stream.consumed(tracker.lease)
-        self.stream.flush_consumed()
-
-    def stop(self, reason: str) -> None:
-        """The loop stopped: each lease keeps what the loop received, and the rest goes back."""
-        self._stop_watching()
-        with self._lock:
-            trackers = [self._forget(slot) for slot in list(self._reading)]
-        for tracker in trackers:
-            if tracker.received_whole():
-                self.stream.consumed(tracker.lease)
-            else:
-                self.stream.stop_at(tracker.lease, tracker.position, reason)
-        self.stream.flush_consumed()
-
-    def _forget(self, slot: int) -> SharedTracker:
-        """Under _lock: the slot's lease is done here (its tracker reports and answers no more)."""
-        tracker = self._reading.pop(slot)
-        self._read.discard(slot)
-        self.stream.leaser().held.untrack(tracker.lease, tracker)
-        self.board.free_slot(self.loader, slot)
-        return tracker
-
-    def collate(self, data, collate_fn: Callable) -> Tagged:
-        """The batch of what the fetcher gathered since the last one, its records past a cut left out, tagged with the rest."""
-        produced, self._produced = self._produced, []
-        records = list(data) if self.batched else [data]
-        if len(records) != len(produced):
-            raise RuntimeError(
-                f"a batch of {len(records)} records where this loader produced {len(produced)}: "
-                "WorkQueueLoader collates what its dataset yields since the last batch"
-            )
-        kept_records, kept = [], []
-        with self._lock:  # not under the board's lock: _forget takes them in this order
-            reading = dict(self._reading)
-        with self.board.cond:
-            while True:
-                verdicts = [
-                    True if note.tracker is None else note.tracker.deliverable(note.position) for note in produced
-                ]
-                if None not in verdicts:
-                    break
-                self.board.cond.wait(_OFFER_POLL)
-            for record, note, verdict in zip(records, produced, verdicts):
-                if verdict:
-                    kept_records.append(record)
-                    kept.append(note)
-            claims = self._claims(kept, reading)
-        if not kept:
-            return Tagged(None, _DROPPED)  # every record lay past a cut: the loop's process drops it
-        return Tagged(collate_fn(kept_records if self.batched else kept_records[0]), claims)
-
-    def _claims(self, notes: list[_Produced], reading: dict[int, SharedTracker]) -> bytes:
-        """The claims of a batch of ``notes`` (under the board's lock), noting on each tracker where its part begins."""
-        groups: list[list[int]] = []  # [loader, slot, lease, first, end, last]; slot -1: records claimed as produced
-        for note in notes:
-            tracker = note.tracker
-            slot, lease = (_NONE, _NONE) if tracker is None else (tracker.slot, tracker.lease.id)
-            if groups and groups[-1][1] == slot and groups[-1][2] == lease:
-                groups[-1][4], groups[-1][5] = note.position + 1, int(note.last)
-                continue
-            groups.append([self.loader, slot, lease, note.position, note.position + 1, int(note.last)])
-        for index, group in enumerate(groups):
-            tracker = reading.get(group[1])
-            if tracker is not None and tracker.lease.id == group[2]:
-                tracker.collated(group[3], group[4], begins_batch=index == 0, others_after=index < len(groups) - 1)
-        return encode([tuple(group) for group in groups if group[1] != _NONE])
-
-
 def encode(claims: Iterable[tuple[int, int, int, int, int, int]]) -> bytes:
     """A batch's claims as ``Tagged.claims``: (loader, slot, lease id, first, end, last) each."""
     return array.array("q", [value for claim in claims for value in claim]).tobytes()
 
 
 # A batch whose every record lay past a cut.
-_DROPPED = b"dropped"
+DROPPED = b"dropped"
 
 
 def received(batches: Iterator, board: Board, handed: HandedLeases) -> Iterator:
@@ -529,7 +323,7 @@ def received(batches: Iterator, board: Board, handed: HandedLeases) -> Iterator:
             if not isinstance(tagged, Tagged):
                 yield tagged
                 continue
-            if tagged.claims == _DROPPED:
+            if tagged.claims == DROPPED:
                 continue
             if not tagged.claims or board.receive(tagged.claims):
                 yield tagged.batch
@@ -552,28 +346,3 @@ def settle_orphans(board: Board, handed: HandedLeases) -> None:
             pass  # the server took it back first (its holder's heartbeat dropped a while ago)
         except errors.ShardlineError as exc:
             log.warning("lease %s of a loader that died: could not settle it: %s", orphan.lease_id, exc)
-
-
-class Collate:
-    """The DataLoader's collate function in a loader process with a board: the batch, tagged (``LoaderReceipts.collate``)."""
-
-    def __init__(self, collate_fn: Callable):
-        self.collate_fn = collate_fn
-
-    def __call__(self, data):
-        receipts = current()
-        if receipts is None:
-            return self.collate_fn(data)
-        return receipts.collate(data, self.collate_fn)
-
-
-_current = threading.local()
-
-
-def adopt(receipts: LoaderReceipts | None) -> None:
-    """The loader's receipts, for its collate function (the same thread as its dataset's iterator)."""
-    _current.value = receipts
-
-
-def current() -> LoaderReceipts | None:
-    return getattr(_current, "value", None)

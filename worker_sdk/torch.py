@@ -38,7 +38,7 @@ import os
 from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
-from . import look_ahead, receipts, stall
+from . import loader_receipts, look_ahead, receipts, stall
 from .names import default_worker_name
 from .queue import WorkQueue
 
@@ -97,8 +97,8 @@ class WorkQueueDataset(IterableDataset):
             # acknowledged once received whole (worker_sdk.receipts).
             stream = self.queue.stream(lag=None, tracks=True)
             self.board.started(info.id)
-            loader = receipts.LoaderReceipts(self.board, info.id, stream, self.batched)
-            receipts.adopt(loader)
+            loader = loader_receipts.LoaderReceipts(self.board, info.id, stream, self.batched)
+            loader_receipts.adopt(loader)
             return self._read(stream, in_loader, depth, loader)
         stream = self.queue.whole_items_stream() if depth else self.queue.stream(tracks=self.reader is not None)
         if in_loader or self.stall is not None:
@@ -107,7 +107,9 @@ class WorkQueueDataset(IterableDataset):
         # are its data stall (the batch's collation counts as its work).
         return stall.timed(self._read(stream, in_loader, depth), stream.meter)
 
-    def _read(self, stream, in_loader: bool, depth: int, loader: receipts.LoaderReceipts | None = None) -> Iterator:
+    def _read(
+        self, stream, in_loader: bool, depth: int, loader: loader_receipts.LoaderReceipts | None = None
+    ) -> Iterator:
         turns = self.turns if in_loader else None
         leases = turns.leases(stream) if turns is not None else look_ahead.leases(stream, depth)
         with closing(leases):
@@ -159,7 +161,7 @@ class WorkQueueLoader(DataLoader):
         self.board: receipts.Board | None = None  # the same
         if self.num_workers > 0:
             # Each batch tagged with the records in it (worker_sdk.receipts).
-            self.collate_fn = receipts.Collate(self.collate_fn)
+            self.collate_fn = loader_receipts.Collate(self.collate_fn)
 
     def __iter__(self):
         dataset = self.dataset
