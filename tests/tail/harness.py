@@ -27,6 +27,16 @@ def write_files(folder: Path, count: int, lines: int) -> list[str]:
     return paths
 
 
+def one_slice_apart(folder: Path, env: dict, prefix: str, lines: int, *readers: str):
+    """A job of one file in one slice, and a barrier folder for each reader, each starting alone: (works, queue, barriers)."""
+    works = write_files(folder, 1, lines)
+    queue = sliced_job(works, f"{prefix}-{uuid.uuid4().hex[:6]}", env["SHARDLINE_RUN"], 1)
+    barriers = [folder / f"barrier-{reader}" for reader in readers]
+    for barrier in barriers:
+        barrier.mkdir()
+    return works, queue, barriers
+
+
 def sliced_job(works: list[str], name: str, run: str, slices: int, **settings):
     """The job the readers will attach to, created and sliced before they start (the test's Celery worker slices it)."""
     from worker_sdk import WorkQueue

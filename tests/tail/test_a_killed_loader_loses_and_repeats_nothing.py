@@ -11,7 +11,6 @@ the records received since would be read twice.
 
 import os
 import signal
-import uuid
 from collections import Counter
 
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from server.models import Item, ItemState
 from tests.support import wait_until
 
-from .harness import Lines, check_exactly_once, sliced_job, start_reader, write_files
+from .harness import Lines, check_exactly_once, one_slice_apart, start_reader
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -27,12 +26,8 @@ LINES = 600
 
 
 def test_a_loader_killed_mid_read_loses_and_repeats_nothing(sdk_env, celery_worker, tmp_path):
-    works = write_files(tmp_path, 1, LINES)
-    name = f"killed-loader-{uuid.uuid4().hex[:6]}"
-    queue = sliced_job(works, name, sdk_env["SHARDLINE_RUN"], 1)
-    barriers = [tmp_path / "barrier-victim", tmp_path / "barrier-finisher"]
-    for barrier in barriers:
-        barrier.mkdir()
+    works, queue, barriers = one_slice_apart(tmp_path, sdk_env, "killed-loader", LINES, "victim", "finisher")
+    name = queue.name
     victim = Lines(start_reader(sdk_env, "loader", name, 1, 0.02, "victim", works, barriers[0], 1))
     wait_until(lambda: len(victim.read) >= 50 or victim.child.poll() is not None, 60, 0.05, "the victim to read")
     held = Item.objects.get(job_id=queue.job["id"], state=ItemState.LEASED)

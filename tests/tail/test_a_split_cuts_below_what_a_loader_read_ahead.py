@@ -9,14 +9,13 @@ reader read each of them: every record once. When loaders claimed what they
 produced, no split could cut below it.
 """
 
-import uuid
 from collections import Counter
 
 import pytest
 
 from tests.support import wait_until
 
-from .harness import Lines, check_exactly_once, sliced_job, start_reader, write_files
+from .harness import Lines, check_exactly_once, one_slice_apart, start_reader
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -24,12 +23,8 @@ LINES = 600
 
 
 def test_a_split_cuts_below_the_records_a_loader_read_ahead(sdk_env, celery_worker, tmp_path):
-    works = write_files(tmp_path, 1, LINES)
-    name = f"ahead-{uuid.uuid4().hex[:6]}"
-    queue = sliced_job(works, name, sdk_env["SHARDLINE_RUN"], 1)
-    barriers = [tmp_path / "barrier-slow", tmp_path / "barrier-fast"]
-    for barrier in barriers:
-        barrier.mkdir()
+    works, queue, barriers = one_slice_apart(tmp_path, sdk_env, "ahead", LINES, "slow", "fast")
+    name = queue.name
     slow = Lines(start_reader(sdk_env, "loader", name, 1, 0.02, "slow", works, barriers[0], 1, say_produced=True))
     wait_until(lambda: len(slow.read) >= 20 or slow.child.poll() is not None, 60, 0.05, "the slow loop to start")
     fast = Lines(start_reader(sdk_env, "ranges", name, 1, 0.0, "fast", works, barriers[1], 1))
