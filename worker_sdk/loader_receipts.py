@@ -9,14 +9,22 @@ receives it. A range is acknowledged once the loop has it whole.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from typing import Callable, Iterable, Iterator, NamedTuple
 
+from . import errors
 from .protocol import Lease
 from .receipts import DROPPED, OFFER_POLL, Board, SharedTracker, Tagged, encode
 from .stream import Stream
 
+log = logging.getLogger("worker_sdk")
+
 _STOPPED = "the consumer stopped before receiving this item's last record"
+_DROPPED_LAST = "the DataLoader dropped its last batch (drop_last): these records were never delivered"
+# Seconds between the watcher's looks at what the loop received.
+_WATCH_POLL = 0.01
 _NOTHING = object()
 _UNTRACKED_SLOT = -1
 
@@ -34,7 +42,7 @@ class LoaderReceipts:
     """One loader process's side: its leases' slots, the records it produced since its last batch, and its batches.
 
     ``batched``: the DataLoader collates lists of records (a batch size),
-    not each record alone.
+    not each record alone; ``drop_last``: it drops its last batch unless full.
 
     A lease read to its end is acknowledged once the loop received it whole:
     with the loader's next take if that comes first, or by a thread that
@@ -42,8 +50,9 @@ class LoaderReceipts:
     hold one the loop has finished while it does).
     """
 
-    def __init__(self, board: Board, loader: int, stream: Stream, batched: bool):
+    def __init__(self, board: Board, loader: int, stream: Stream, batched: bool, drop_last: bool = False):
         self.board, self.loader, self.stream, self.batched = board, loader, stream, batched
+        self.drop_last = drop_last
         self._produced: list[_Produced] = []  # records handed to the DataLoader's fetcher since the last batch
         # Under _lock (the loader's thread and the watcher): by slot, leases
         # the loop has not received whole; slots whose reader is done.
@@ -125,18 +134,18 @@ class LoaderReceipts:
             self._watcher.start()
 
     def _watch_board(self) -> None:
-        while not self._closed.is_set():
-            with self.board.cond:
-                self.board.cond.wait(OFFER_POLL)  # the loop's process notifies each batch it receives
-            if self._settle_received():
-                self.stream.flush_consumed()  # unless the loader's take carried them first
+        while not self._closed.wait(_WATCH_POLL):
+            try:
+                if self._settle_received():
+                    self.stream.flush_consumed()  # unless the loader's take carried them first
+            except errors.ShardlineError as exc:
+                # Sent again with the loader's next take or request.
+                log.warning("work queue %s: could not acknowledge what the loop received: %s", self.stream.name, exc)
 
     def _stop_watching(self) -> None:
         """The watcher ends, and what it acknowledged is sent before this returns (the process may exit next)."""
         self._closed.set()
         if self._watcher is not None and self._watcher is not threading.current_thread():
-            with self.board.cond:
-                self.board.cond.notify_all()
             self._watcher.join()
 
     def finish(self) -> None:
@@ -151,22 +160,38 @@ class LoaderReceipts:
         with self._lock:
             trackers = [self._reading.pop(slot) for slot in list(self._read)]
             self._read.clear()
+        # With drop_last, the fetcher drops its last batch unless it is full:
+        # those records are never delivered, and their ranges end before them.
+        # Otherwise it is collated after this, and delivered.
+        dropped: dict[int, int] = {}
+        if self.drop_last:
+            for note in self._produced:
+                if note.tracker is not None:
+                    dropped.setdefault(note.tracker.slot, note.position)
+            self._produced = []
         for tracker in trackers:
             self.board.acknowledged(self.loader, tracker.slot)
             self.stream.leaser().held.untrack(tracker.lease, tracker)
-            self.stream.consumed(tracker.lease)
+            if tracker.slot in dropped:
+                # Untracked first: the batches before the point are still on their way.
+                self.stream.stop_at(tracker.lease, dropped[tracker.slot], _DROPPED_LAST)
+            else:
+                self.stream.consumed(tracker.lease)
         self.stream.flush_consumed()
 
     def stop(self, reason: str) -> None:
         """The loop stopped: each lease keeps what the loop received, and the rest goes back."""
         self._stop_watching()
         with self._lock:
-            trackers = [self._forget(slot) for slot in list(self._reading)]
-        for tracker in trackers:
-            if tracker.received_whole():
+            # Read before the slots are freed: a freed slot is no tracker's.
+            received = [(tracker, tracker.received_whole(), tracker.position) for tracker in self._reading.values()]
+            for slot in list(self._reading):
+                self._forget(slot)
+        for tracker, whole, position in received:
+            if whole:
                 self.stream.consumed(tracker.lease)
             else:
-                self.stream.stop_at(tracker.lease, tracker.position, reason)
+                self.stream.stop_at(tracker.lease, position, reason)
         self.stream.flush_consumed()
 
     def _forget(self, slot: int) -> SharedTracker:
@@ -189,25 +214,25 @@ class LoaderReceipts:
         kept_records, kept = [], []
         with self._lock:  # not under the board's lock: _forget takes them in this order
             reading = dict(self._reading)
-        with self.board.cond:
-            while True:
+        while True:
+            with self.board.locked(self.loader):
                 verdicts = [
                     True if note.tracker is None else note.tracker.deliverable(note.position) for note in produced
                 ]
                 if None not in verdicts:
+                    for record, note, verdict in zip(records, produced, verdicts):
+                        if verdict:
+                            kept_records.append(record)
+                            kept.append(note)
+                    claims = self._claims(kept, reading)
                     break
-                self.board.cond.wait(OFFER_POLL)
-            for record, note, verdict in zip(records, produced, verdicts):
-                if verdict:
-                    kept_records.append(record)
-                    kept.append(note)
-            claims = self._claims(kept, reading)
+            time.sleep(OFFER_POLL)  # an offer to cut below one of them is on its way to the server
         if not kept:
             return Tagged(None, DROPPED)  # every record lay past a cut: the loop's process drops it
         return Tagged(collate_fn(kept_records if self.batched else kept_records[0]), claims)
 
     def _claims(self, notes: list[_Produced], reading: dict[int, SharedTracker]) -> bytes:
-        """The claims of a batch of ``notes`` (under the board's lock), noting on each tracker where its part begins."""
+        """The claims of a batch of ``notes`` (under the loader's lock), noting on each tracker where its part begins."""
         groups: list[list[int]] = []  # [loader, slot, lease, first, end, last]; slot -1: records claimed as produced
         for note in notes:
             tracker = note.tracker

@@ -34,6 +34,8 @@ from __future__ import annotations
 import array
 import logging
 import os
+import time
+from contextlib import contextmanager
 from typing import Iterable, Iterator, NamedTuple
 
 from . import errors
@@ -51,7 +53,9 @@ _FIELDS = 8
 _NONE = -1
 # Seconds between looks at an offer to split that is still on its way to
 # the server (the heartbeat settles it within a round trip).
-OFFER_POLL = 0.05
+OFFER_POLL = 0.005
+# Seconds a loader's lock may be awaited before its process is looked at.
+_LOCK_PATIENCE = 0.5
 _LOADER_DIED = "the loader process reading it died before the loop received any of it"
 
 
@@ -76,23 +80,37 @@ class Orphan(NamedTuple):
     end: int
 
 
+class LoaderGone(Exception):
+    """A loader's lock could not be taken and its process is gone (it died holding it, or in the middle)."""
+
+
 class Board:
-    """The slots of every loader of one DataLoader, in shared memory, under one lock."""
+    """The slots of every loader of one DataLoader, in shared memory, each loader's under a lock of its own.
+
+    Plain locks, and waits that poll: a multiprocessing Condition's notify
+    waits for every sleeper to wake, and a loader killed while it slept
+    there (a SIGKILL, torch terminating a loader that did not stop in time)
+    would hang the next notify for good. A loader killed while it holds its
+    lock is found by the loop's process when the lock does not come:
+    ``locked`` raises LoaderGone once that loader's process is gone.
+    """
 
     def __init__(self, loaders: int, context):
         self.loaders = loaders
         self._values = context.RawArray("q", loaders * SLOTS * _FIELDS)
         self._pids = context.RawArray("q", loaders)  # each loader's process, written when it starts reading
-        self.cond = context.Condition(context.Lock())
+        self._locks = [context.Lock() for _ in range(loaders)]
         self.reset()
 
     def started(self, loader: int) -> None:
         """Called in the loader's process."""
         self._pids[loader] = os.getpid()
 
-    def _alive(self, loader: int) -> bool:
+    def alive(self, loader: int) -> bool:
         """Whether the loader's process runs (a killed loader of a DataLoader is a zombie until it is joined)."""
         pid = self._pids[loader]
+        if not pid:
+            return True  # not started yet
         try:
             with open(f"/proc/{pid}/stat", "rb") as stat:
                 return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
@@ -105,11 +123,24 @@ class Board:
                 return False
             return True
 
+    @contextmanager
+    def locked(self, loader: int) -> Iterator[None]:
+        """Holds ``loader``'s lock; LoaderGone when it does not come and the loader's process is gone."""
+        lock = self._locks[loader]
+        while not lock.acquire(timeout=_LOCK_PATIENCE):
+            if not self.alive(loader):
+                raise LoaderGone(loader)
+        try:
+            yield
+        finally:
+            lock.release()
+
     def reset(self) -> None:
-        """A new pass of the loop: every slot free."""
-        with self.cond:
-            for offset in range(0, len(self._values), _FIELDS):
-                self._values[offset + _LEASE] = _NONE
+        """A new pass of the loop: every slot free (its loaders are not reading yet)."""
+        for offset in range(0, len(self._values), _FIELDS):
+            self._values[offset + _LEASE] = _NONE
+        for loader in range(self.loaders):
+            self._pids[loader] = 0
 
     def _at(self, loader: int, slot: int) -> int:
         return (loader * SLOTS + slot) * _FIELDS
@@ -120,9 +151,13 @@ class Board:
     def set(self, loader: int, slot: int, field: int, value: int) -> None:
         self._values[self._at(loader, slot) + field] = value
 
+    def holds(self, loader: int, slot: int, lease: Lease) -> bool:
+        """Under the loader's lock: whether the slot still holds ``lease`` (not a newer lease, nor the item leased again)."""
+        return self.get(loader, slot, _LEASE) == lease.id and self.get(loader, slot, _TOKEN) == lease.token
+
     def take_slot(self, loader: int, lease: Lease) -> int | None:
-        """A free slot of ``loader`` for ``lease``, a record range (under the lock); None when all are in use."""
-        with self.cond:
+        """A free slot of ``loader`` for ``lease``, a record range; None when all are in use."""
+        with self.locked(loader):
             for slot in range(SLOTS):
                 if self.get(loader, slot, _LEASE) == _NONE:
                     for field, value in (
@@ -140,12 +175,12 @@ class Board:
         return None
 
     def free_slot(self, loader: int, slot: int) -> None:
-        with self.cond:
+        with self.locked(loader):
             self.set(loader, slot, _LEASE, _NONE)
 
     def acknowledged(self, loader: int, slot: int) -> None:
         """The loader acknowledged the slot's lease; the slot stays taken for the batches still on their way."""
-        with self.cond:
+        with self.locked(loader):
             self.set(loader, slot, _ACKED, 1)
 
     def orphans(self) -> list[Orphan]:
@@ -157,18 +192,18 @@ class Board:
         what the loop received since would be read again.
         """
         found = []
-        with self.cond:
-            for loader in range(self.loaders):
-                if not self._pids[loader] or self._alive(loader):
+        for loader in range(self.loaders):
+            if self.alive(loader):
+                continue
+            # Its process is gone: no one else writes its slots, with its lock or without.
+            for slot in range(SLOTS):
+                if self.get(loader, slot, _LEASE) == _NONE:
                     continue
-                for slot in range(SLOTS):
-                    if self.get(loader, slot, _LEASE) == _NONE:
-                        continue
-                    if not self.get(loader, slot, _ACKED):
-                        found.append(
-                            Orphan(*(self.get(loader, slot, field) for field in (_LEASE, _TOKEN, _START, _NEXT, _END)))
-                        )
-                    self.set(loader, slot, _LEASE, _NONE)
+                if not self.get(loader, slot, _ACKED):
+                    found.append(
+                        Orphan(*(self.get(loader, slot, field) for field in (_LEASE, _TOKEN, _START, _NEXT, _END)))
+                    )
+                self.set(loader, slot, _LEASE, _NONE)
         return found
 
     def receive(self, claims: bytes) -> bool:
@@ -177,31 +212,40 @@ class Board:
         A batch is dropped when its records lie past a cut made after it was
         collated (they went to another worker). It waits while an offer to
         cut below its end is on its way to the server, unless the loader that
-        made the offer died: then its leases go back to the server from the
-        position its heartbeat last reported, and the batch is dropped.
+        made the offer died: the batch is dropped, and the loader's leases
+        are settled with what the loop received (``settle_orphans``).
         """
         groups = array.array("q", claims)
+        loader = groups[0]  # a batch is one loader's
+        while True:
+            try:
+                with self.locked(loader):
+                    verdict = self._claim(groups)
+            except LoaderGone:
+                return False
+            if verdict is not None:
+                return verdict
+            if not self.alive(loader):
+                return False
+            time.sleep(OFFER_POLL)
+
+    def _claim(self, groups: array.array) -> bool | None:
+        """Under the loader's lock: claims the batch (True), drops it (False), or None while an offer below its end is on its way."""
+        for offset in range(0, len(groups), 6):
+            loader, slot, lease_id, _first, end, _last = groups[offset : offset + 6]
+            cut = self.get(loader, slot, _CUT)
+            if cut != _NONE and cut < end and self.get(loader, slot, _LEASE) == lease_id:
+                return None
         keep = drop = False
-        with self.cond:
-            for offset in range(0, len(groups), 6):
-                loader, slot, lease_id, first, end, last = groups[offset : offset + 6]
-                dead = False
-                while True:
-                    cut = self.get(loader, slot, _CUT)
-                    if cut == _NONE or cut >= end or self.get(loader, slot, _LEASE) != lease_id:
-                        break
-                    if not self._alive(loader):
-                        dead = True
-                        break
-                    self.cond.wait(OFFER_POLL)
-                if dead or self.get(loader, slot, _LEASE) != lease_id or first >= self.get(loader, slot, _END):
-                    drop = True  # split off (or the lease was lost): another worker reads these
-                    continue
-                keep = True
-                self.set(loader, slot, _NEXT, max(self.get(loader, slot, _NEXT), end))
-                if last:
-                    self.set(loader, slot, _LAST, 1)
-            self.cond.notify_all()
+        for offset in range(0, len(groups), 6):
+            loader, slot, lease_id, first, end, last = groups[offset : offset + 6]
+            if self.get(loader, slot, _LEASE) != lease_id or first >= self.get(loader, slot, _END):
+                drop = True  # split off (or the lease was lost): another worker reads these
+                continue
+            keep = True
+            self.set(loader, slot, _NEXT, max(self.get(loader, slot, _NEXT), end))
+            if last:
+                self.set(loader, slot, _LAST, 1)
         # A batch is cut only where it begins (SharedTracker.try_split), so it
         # is kept or dropped whole; kept if it ever were not, since dropping
         # would lose the records claimed with it.
@@ -213,50 +257,67 @@ class SharedTracker:
 
     The loop's process claims (``Board.receive``); the loader's heartbeat
     reports ``position`` and answers splits here; the loader notes each
-    batch it collates (``collated``).
+    batch it collates (``collated``). Once its slot holds another lease (the
+    loader acknowledged this one and read on), it answers from what it last
+    saw and changes nothing: a heartbeat may still hold it.
     """
 
     def __init__(self, board: Board, loader: int, slot: int, lease: Lease):
         self.board, self.loader, self.slot, self.lease = board, loader, slot, lease
         self.start = board.get(loader, slot, _START)
-        # Under the board's lock: where collated batches on their way begin
+        # Under the loader's lock: where collated batches on their way begin
         # with a record of this range (the points a split may cut at below
         # the frontier), the first record not collated yet, and whether its
         # last batch holds another lease's records too.
         self._starts: list[int] = []
         self._frontier = self.start
         self._mixed_tail = False
+        self._seen = (self.start, board.get(loader, slot, _END))  # (position, end) when it last held its slot
 
     def _get(self, field: int) -> int:
         return self.board.get(self.loader, self.slot, field)
 
+    def _set(self, field: int, value: int) -> None:
+        self.board.set(self.loader, self.slot, field, value)
+
+    def _holds(self) -> bool:
+        """Under the loader's lock."""
+        if not self.board.holds(self.loader, self.slot, self.lease):
+            return False
+        self._seen = (self._get(_NEXT), self._get(_END))
+        return True
+
     @property
     def position(self) -> int:
         """The next record the loop has not received."""
-        with self.board.cond:
-            return self._get(_NEXT)
+        with self.board.locked(self.loader):
+            self._holds()
+            return self._seen[0]
 
     @property
     def end(self) -> int:
-        with self.board.cond:
-            return self._get(_END)
+        with self.board.locked(self.loader):
+            self._holds()
+            return self._seen[1]
 
     def received_whole(self) -> bool:
-        with self.board.cond:
+        with self.board.locked(self.loader):
+            if not self._holds():
+                return True  # its slot was freed: received whole, or given up
             return bool(self._get(_LAST)) or self._get(_NEXT) >= self._get(_END)
 
     def past_end(self, position: int) -> bool:
         """Whether record ``position`` went to another worker (the loader reads no further)."""
-        with self.board.cond:
-            return position >= self._get(_END)
+        with self.board.locked(self.loader):
+            return not self._holds() or position >= self._get(_END)
 
     def try_split(self, at: int, min_records: int = 1) -> int | None:
         """Offers to stop at the first point at or after ``at`` and the loop's position where no batch on its way straddles.
 
         ``RangeTracker.try_split``'s rule for too little left.
         """
-        with self.board.cond:
-            if self._get(_CUT) != _NONE or self._mixed_tail:
+        with self.board.locked(self.loader):
+            if not self._holds() or self._get(_CUT) != _NONE or self._mixed_tail:
                 return None
             end = self._get(_END)
             point = max(at, self._get(_NEXT))
@@ -265,28 +326,30 @@ class SharedTracker:
             fewest = max(1, min(min_records, end - at))
             if point > end - fewest or point <= self.start:
                 return None
-            self.board.set(self.loader, self.slot, _CUT, point)
+            self._set(_CUT, point)
             return point
 
     def settle_split(self, accepted: bool) -> None:
-        with self.board.cond:
+        with self.board.locked(self.loader):
+            if not self._holds():
+                return
             cut = self._get(_CUT)
             if accepted and cut != _NONE:
-                self.board.set(self.loader, self.slot, _END, min(self._get(_END), cut))
-            self.board.set(self.loader, self.slot, _CUT, _NONE)
-            self.board.cond.notify_all()
+                self._set(_END, min(self._get(_END), cut))
+            self._set(_CUT, _NONE)
 
     def stop(self) -> None:
         """The lease was lost, or its loop stopped: nothing more of it is delivered."""
-        with self.board.cond:
-            self.board.set(self.loader, self.slot, _END, min(self._get(_END), self._get(_NEXT)))
-            self.board.set(self.loader, self.slot, _CUT, _NONE)
-            self.board.cond.notify_all()
+        with self.board.locked(self.loader):
+            if not self._holds():
+                return
+            self._set(_END, min(self._get(_END), self._get(_NEXT)))
+            self._set(_CUT, _NONE)
 
-    # Called by Collate, under the board's lock.
+    # Called by the loader's collate function, under the loader's lock.
     def deliverable(self, position: int) -> bool | None:
         """Whether record ``position`` may go into a batch being collated; None: an offer below it is on its way."""
-        if self._get(_LEASE) != self.lease.id:
+        if not self._holds():
             return False  # its slot was freed: the loop received the range whole, and this lies past its end
         cut = self._get(_CUT)
         if cut != _NONE and position >= cut:
@@ -294,6 +357,8 @@ class SharedTracker:
         return position < self._get(_END)
 
     def collated(self, first: int, end: int, begins_batch: bool, others_after: bool) -> None:
+        if not self._holds():
+            return
         next_received = self._get(_NEXT)
         self._starts = [start for start in self._starts if start >= next_received]
         if begins_batch:

@@ -77,7 +77,7 @@ class WorkQueueDataset(IterableDataset):
         # WorkQueueLoader has loader processes (worker_sdk.receipts), and
         # whether it collates lists of records.
         self.board: receipts.Board | None = None
-        self.batched = False
+        self.batched = self.drop_last = False
 
     def __iter__(self) -> Iterator:
         info = get_worker_info()
@@ -97,7 +97,7 @@ class WorkQueueDataset(IterableDataset):
             # acknowledged once received whole (worker_sdk.receipts).
             stream = self.queue.stream(lag=None, tracks=True)
             self.board.started(info.id)
-            loader = loader_receipts.LoaderReceipts(self.board, info.id, stream, self.batched)
+            loader = loader_receipts.LoaderReceipts(self.board, info.id, stream, self.batched, self.drop_last)
             loader_receipts.adopt(loader)
             return self._read(stream, in_loader, depth, loader)
         stream = self.queue.whole_items_stream() if depth else self.queue.stream(tracks=self.reader is not None)
@@ -113,16 +113,23 @@ class WorkQueueDataset(IterableDataset):
         turns = self.turns if in_loader else None
         leases = turns.leases(stream) if turns is not None else look_ahead.leases(stream, depth)
         with closing(leases):
-            for lease in leases:
+            try:
+                for lease in leases:
+                    if loader is not None:
+                        yield from loader.records(lease, self.reader(lease.item))
+                    elif self.reader is not None:
+                        yield from stream.records(lease, self.reader(lease.item))
+                    elif in_loader:
+                        stream.settle(lease)  # handed to the main process: this loader is done with it
+                        yield lease.item
+                    else:
+                        yield lease.item  # acknowledged when the next one is asked for
+            except BaseException:
                 if loader is not None:
-                    yield from loader.records(lease, self.reader(lease.item))
-                elif self.reader is not None:
-                    yield from stream.records(lease, self.reader(lease.item))
-                elif in_loader:
-                    stream.settle(lease)  # handed to the main process: this loader is done with it
-                    yield lease.item
-                else:
-                    yield lease.item  # acknowledged when the next one is asked for
+                    # Before the leases' abort: the ranges whose batches are
+                    # on their way keep what the loop received.
+                    loader.stop("the loader stopped before the loop received this item's last record")
+                raise
         if loader is not None:
             if turns is not None and turns.hunger.closed:
                 loader.stop("the consumer stopped before receiving this item's last record")
@@ -176,7 +183,7 @@ class WorkQueueLoader(DataLoader):
                     self.num_workers, self.multiprocessing_context or multiprocessing.get_context()
                 )
             self.board.reset()
-            dataset.board, dataset.batched = self.board, self.batch_size is not None
+            dataset.board, dataset.batched, dataset.drop_last = self.board, self.batch_size is not None, self.drop_last
         else:
             dataset.board = None
         if self.num_workers > 0 and not self.in_order:

@@ -61,6 +61,7 @@ def start_reader(
     stop_after: int = 0,
     read_delay: float = 0.0,
     say_produced: bool = False,
+    drop_last: bool = False,
 ):
     return subprocess.Popen(
         [
@@ -88,6 +89,7 @@ def start_reader(
             "--read-delay",
             str(read_delay),
             *(["--say-produced"] if say_produced else []),
+            *(["--drop-last"] if drop_last else []),
             *works,
         ],
         cwd=ROOT,

@@ -62,6 +62,7 @@ def main():
     parser.add_argument(
         "--say-produced", action="store_true", help="print each record a reader produces (loader shapes)"
     )
+    parser.add_argument("--drop-last", action="store_true", help="the DataLoader drops a last batch that is not full")
     parser.add_argument("works", nargs="+")
     args = parser.parse_args()
     queue = WorkQueue(
@@ -107,7 +108,9 @@ def main():
         reader = functools.partial(read_lines, delay=args.read_delay, say=args.say_produced)
         # Batches of 8 hold the end of one slice and the start of the next.
         batch_size = 8 if args.shape == "loader-batches" else None
-        loader = kind(WorkQueueDataset(queue, reader=reader), batch_size=batch_size, num_workers=2)
+        loader = kind(
+            WorkQueueDataset(queue, reader=reader), batch_size=batch_size, num_workers=2, drop_last=args.drop_last
+        )
         for batch in loader:
             for record in batch if batch_size else [batch]:
                 use(record)  # a batch counts as read whole once the loop has it

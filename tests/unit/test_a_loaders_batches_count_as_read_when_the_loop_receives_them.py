@@ -11,6 +11,8 @@ the position the loop received, once.
 """
 
 import multiprocessing
+import os
+import signal
 import threading
 
 import pytest
@@ -39,7 +41,7 @@ def batch(tracker: receipts.SharedTracker, first: int, end: int, last: bool = Fa
 
 def collated(board: receipts.Board, tracker: receipts.SharedTracker, *batches, others_after: bool = False) -> None:
     """The loader collated these batches of the range, each beginning with one of its records."""
-    with board.cond:
+    with board.locked(LOADER):
         for first, end in batches:
             tracker.collated(first, end, begins_batch=True, others_after=others_after and (first, end) == batches[-1])
 
@@ -64,7 +66,7 @@ def test_a_split_cuts_at_the_start_of_a_batch_on_its_way_and_its_batches_are_dro
     assert tracker.end == 8
     for first in (8, 16, 24):
         assert not board.receive(batch(tracker, first, first + 8)), f"the batch at {first} lies past the cut"
-    with board.cond:
+    with board.locked(LOADER):
         assert tracker.deliverable(32) is False  # read ahead, not collated yet: left out of its batch
     assert tracker.received_whole()
 
@@ -75,7 +77,7 @@ def test_a_cut_past_what_was_collated_leaves_the_batches_on_their_way_to_the_loo
     assert tracker.try_split(150) == 150
     tracker.settle_split(True)
     assert board.receive(batch(tracker, 100, 108)) and board.receive(batch(tracker, 108, 116))
-    with board.cond:
+    with board.locked(LOADER):
         assert tracker.deliverable(149) is True and tracker.deliverable(150) is False
     assert tracker.position == 116 and not tracker.received_whole()
 
@@ -112,10 +114,16 @@ def test_a_freed_slots_records_are_never_delivered(board):
     board.free_slot(LOADER, tracker.slot)
     newer = reading(board, range_lease(12, 50, 60))
     assert newer.slot == tracker.slot  # the slot went to the loader's next range
-    with board.cond:
+    with board.locked(LOADER):
         assert tracker.deliverable(5) is False
     assert not board.receive(batch(tracker, 5, 6)), "a batch of the old range claimed the new one's slot"
     assert newer.position == 50
+    # A heartbeat that still holds the old tracker changes nothing of the new range.
+    assert tracker.try_split(0) is None
+    tracker.settle_split(True)
+    tracker.stop()
+    assert (newer.position, newer.end) == (50, 60)
+    assert tracker.received_whole() and tracker.position == 10
 
 
 def test_the_loop_drops_a_batch_whose_loader_died_with_an_offer_on_its_way(board):
@@ -159,3 +167,23 @@ def test_a_dead_loaders_leases_are_found_with_what_the_loop_received():
     assert orphans[22].token == 1 and (orphans[22].start, orphans[22].end) == (0, 10)
     assert dead.orphans() == []  # their slots are free: each is settled once
     assert alive.position == 4
+
+
+def _hold_the_lock_and_die(board: receipts.Board) -> None:
+    board.started(LOADER)
+    with board.locked(LOADER):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_loader_killed_while_holding_its_lock_does_not_hold_the_loop(board):
+    tracker = reading(board, range_lease(30, 0, 100))
+    loader = multiprocessing.get_context("fork").Process(target=_hold_the_lock_and_die, args=(board,))
+    loader.start()
+    loader.join(10)
+    kept = []
+    loop = threading.Thread(target=lambda: kept.append(board.receive(batch(tracker, 0, 8))))
+    loop.start()
+    loop.join(10)
+    assert not loop.is_alive(), "the loop waited for the lock of a dead loader"
+    assert kept == [False]
+    assert [orphan.lease_id for orphan in board.orphans()] == [30]
