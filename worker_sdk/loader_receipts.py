@@ -149,13 +149,24 @@ class LoaderReceipts:
             self._watcher.join()
 
     def finish(self) -> None:
-        """The loader's leases ended: what the loop has not received yet is acknowledged now (no take will carry it).
+        """The loader's leases ended: acknowledged once the loop has received their batches on the way.
 
-        Only batches on their way can hold such records at the queue's end
-        (and the fetcher's last one, collated once this loader's records
-        end). Their slots stay taken, so that the loop's process delivers
-        them, until the board's next pass.
+        A loop that stops before it receives them keeps what it received,
+        and the rest goes back (``stop``). The fetcher's last batch, which it
+        collates once this loader's records end, is acknowledged unreceived
+        (with drop_last, its records go back instead): no take would carry
+        it later. Slots stay taken, so that the loop's process delivers
+        what is on its way, until the board's next pass.
         """
+        while not self.board.closed:
+            with self._lock:
+                waiting = [tracker for slot, tracker in self._reading.items() if slot in self._read]
+            if all(tracker.collated_received() for tracker in waiting):
+                break
+            time.sleep(_WATCH_POLL)
+        else:
+            self.stop("the consumer stopped before receiving this item's last batches")
+            return
         self._stop_watching()
         with self._lock:
             trackers = [self._reading.pop(slot) for slot in list(self._read)]

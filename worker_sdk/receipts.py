@@ -100,6 +100,7 @@ class Board:
         self._values = context.RawArray("q", loaders * SLOTS * _FIELDS)
         self._pids = context.RawArray("q", loaders)  # each loader's process, written when it starts reading
         self._locks = [context.Lock() for _ in range(loaders)]
+        self._closed = context.RawValue("i", 0)  # the loop's process is done with this pass's batches
         self.reset()
 
     def started(self, loader: int) -> None:
@@ -135,8 +136,17 @@ class Board:
         finally:
             lock.release()
 
+    def close(self) -> None:
+        """The loop's process: this pass's batches are done with (their end, or the loop stopped)."""
+        self._closed.value = 1
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._closed.value)
+
     def reset(self) -> None:
         """A new pass of the loop: every slot free (its loaders are not reading yet)."""
+        self._closed.value = 0
         for offset in range(0, len(self._values), _FIELDS):
             self._values[offset + _LEASE] = _NONE
         for loader in range(self.loaders):
@@ -306,6 +316,13 @@ class SharedTracker:
                 return True  # its slot was freed: received whole, or given up
             return bool(self._get(_LAST)) or self._get(_NEXT) >= self._get(_END)
 
+    def collated_received(self) -> bool:
+        """Whether the loop received every batch of the range collated so far."""
+        with self.board.locked(self.loader):
+            if not self._holds():
+                return True
+            return bool(self._get(_LAST)) or self._get(_NEXT) >= min(self._frontier, self._get(_END))
+
     def past_end(self, position: int) -> bool:
         """Whether record ``position`` went to another worker (the loader reads no further)."""
         with self.board.locked(self.loader):
@@ -393,6 +410,7 @@ def received(batches: Iterator, board: Board, handed: HandedLeases) -> Iterator:
             if not tagged.claims or board.receive(tagged.claims):
                 yield tagged.batch
     finally:
+        board.close()
         settle_orphans(board, handed)
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from .harness import Lines, check_exactly_once, sliced_job, start_reader, write_files
+from .harness import Lines, check_exactly_once, one_slice_apart, sliced_job, start_reader, write_files
 
 LINES = 1500
 STOP_AFTER = 304  # 38 batches of 8
@@ -43,3 +43,23 @@ def test_a_loop_that_stops_mid_slice_leaves_only_its_unread_records(shape, sdk_e
     check_exactly_once(works, Counter(quitter.read + finisher.read))
     job = queue._client.job(queue.job["id"])
     assert job["state"] == "done" and job["splits"] >= 1, job
+
+
+@pytest.mark.timeout(150)
+def test_a_loop_that_stops_in_the_last_batches_of_the_queue_leaves_them_unread(sdk_env, celery_worker, tmp_path):
+    # A slice of 60 records and a slow loop: a loader is at most the
+    # DataLoader's prefetch (2 records) ahead of it, and finds the queue's
+    # end once the loop has had its 59th record and works on it (50 ms).
+    # The loop then stops: the last record was on its way, and goes back.
+    lines, stop_after = 60, 59
+    works, queue, barriers = one_slice_apart(tmp_path, sdk_env, "stop-last", lines, "quitter", "finisher")
+    quitter = Lines(
+        start_reader(sdk_env, "loader", queue.name, 1, 0.05, "quitter", works, barriers[0], 1, stop_after=stop_after)
+    )
+    assert quitter.ended_well(90)
+    assert len(quitter.read) == stop_after
+    finisher = Lines(start_reader(sdk_env, "ranges", queue.name, 1, 0.0, "finisher", works, barriers[1], 1))
+    assert finisher.ended_well(90)
+    check_exactly_once(works, Counter(quitter.read + finisher.read))
+    assert len(finisher.read) == lines - stop_after
+    assert queue._client.job(queue.job["id"])["state"] == "done"
