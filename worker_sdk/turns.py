@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+from time import monotonic
 from typing import Iterator
 
 from .protocol import Lease
@@ -43,11 +44,17 @@ STARVED_SECONDS = 0.2
 # loop fed all along summed STARVED_SECONDS within about a thousand records
 # (bench/RESULTS.md).
 HANDOVER_SECONDS = 0.001
+# Seconds of the loop's wait for its first batch of a pass that do not
+# count: loader processes start, take and open their first item then, and
+# on a busy machine that took 0.2-0.35 s where the loop was fed all along
+# after it (a sibling took at the start of the pass, and asked for a split).
+# A first item that blocks still gets a sibling to take after this.
+FIRST_BATCH_SECONDS = 1.0
 # Seconds between a waiting loader's looks at its siblings and the loop.
 _POLL = 0.01
 
 # Hunger's slots (the loop's process writes them).
-_STARVED, _SINCE, _CLOSED = 0, 1, 2
+_STARVED, _SINCE, _CLOSED, _FED = 0, 1, 2, 3
 # LoaderTurns's slots (under its lock).
 _READING, _TAKING, _ENDED, _AT_TAKE = 0, 1, 2, 3
 
@@ -59,22 +66,27 @@ class Hunger:
     """
 
     def __init__(self, context):
-        self._values = context.RawArray("d", 3)
+        self._values = context.RawArray("d", 4)
 
     def reset(self) -> None:
-        self._values[_STARVED] = self._values[_SINCE] = self._values[_CLOSED] = 0.0
+        self._values[_STARVED] = self._values[_SINCE] = self._values[_CLOSED] = self._values[_FED] = 0.0
+
+    def _not_counted(self) -> float:
+        """Seconds of the wait in progress that are not hunger: a handover, or the pass's start."""
+        return HANDOVER_SECONDS if self._values[_FED] else FIRST_BATCH_SECONDS
 
     # A meter of stall.timed: the loop's process wraps its batches in it.
     def wait(self) -> None:
         """The loop asks for its next batch."""
-        self._values[_SINCE] = time.monotonic()
+        self._values[_SINCE] = monotonic()
 
     def got(self) -> None:
         """The loop has it, or the end."""
         since = self._values[_SINCE]
         if since:
-            self._values[_STARVED] += max(0.0, time.monotonic() - since - HANDOVER_SECONDS)
+            self._values[_STARVED] += max(0.0, monotonic() - since - self._not_counted())
             self._values[_SINCE] = 0.0
+        self._values[_FED] = 1.0
 
     def stop(self) -> None:
         """The loop is done with its batches (their end, or it closed them): the loaders' turns end."""
@@ -92,8 +104,9 @@ class Hunger:
         while True:
             since = self._values[_SINCE]
             total = self._values[_STARVED]
-            if self._values[_SINCE] == since:  # not torn by a got() between the two reads
-                return total + (max(0.0, time.monotonic() - since - HANDOVER_SECONDS) if since else 0.0)
+            not_counted = self._not_counted()
+            if self._values[_SINCE] == since:  # not torn by a got() between the reads
+                return total + (max(0.0, monotonic() - since - not_counted) if since else 0.0)
 
 
 class LoaderTurns:
