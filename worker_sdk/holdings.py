@@ -68,6 +68,12 @@ class Holdings:
             held = self._held.get(lease.id)
             return held is not None and held.token == lease.token and lease.id not in self._sending
 
+    def answered_for(self, lease: Lease) -> bool:
+        """Whether the server answered for ``lease`` (its acknowledgement, give-back or loss): held no more under its token."""
+        with self.lock:
+            held = self._held.get(lease.id)
+            return held is None or held.token != lease.token
+
     def held_pairs(self) -> list[tuple[int, int]]:
         """(id, token) of every lease of the server's held."""
         with self.lock:

@@ -10,6 +10,7 @@ receives it. A range is acknowledged once the loop has it whole.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Callable, Iterable, Iterator, NamedTuple
@@ -47,18 +48,24 @@ class LoaderReceipts:
     A lease read to its end is acknowledged once the loop received it whole:
     with the loader's next take if that comes first, or by a thread that
     watches the board (a loader reads the next lease meanwhile, and must not
-    hold one the loop has finished while it does).
+    hold one the loop has finished while it does). A lease's slot is freed
+    once the server answered for it: a loader killed before that leaves it
+    to the loop's process to settle (``receipts.settle_orphans``).
     """
 
     def __init__(self, board: Board, loader: int, stream: Stream, batched: bool, drop_last: bool = False):
         self.board, self.loader, self.stream, self.batched = board, loader, stream, batched
         self.drop_last = drop_last
+        self.pass_number = board.pass_number
+        self._parent = os.getppid()
         self._produced: list[_Produced] = []  # records handed to the DataLoader's fetcher since the last batch
-        # Under _lock (the loader's thread and the watcher): by slot, leases
-        # the loop has not received whole; slots whose reader is done.
+        # Under _lock (the loader's thread and its watchers), by slot: leases
+        # not settled yet, those whose reader is done, and those settled
+        # whose answer has not come (their slots stay taken until it does).
         self._lock = threading.Lock()
         self._reading: dict[int, SharedTracker] = {}
         self._read: set[int] = set()
+        self._settled: dict[int, SharedTracker] = {}
         self._closed = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -87,17 +94,21 @@ class LoaderReceipts:
         try:
             for record in iterator:
                 if tracker.past_end(position):
-                    break  # the rest of the range was split off
+                    break  # the rest of the range was split off, or given back
                 if held is not _NOTHING:
                     self._produced.append(_Produced(tracker, position - 1, False))
                     yield held
                 held = record
                 position += 1
+            with self._lock:
+                mine = self._reading.get(slot) is tracker
+                if mine and held is not _NOTHING:
+                    self._read.add(slot)
+            if not mine:
+                return  # settled already: a batch of it failed to collate
             if held is _NOTHING:
                 self._settle(slot)  # nothing in it to wait for
                 return
-            with self._lock:
-                self._read.add(slot)
             self._watch()
             self._produced.append(_Produced(tracker, position - 1, True))
             yield held
@@ -105,9 +116,11 @@ class LoaderReceipts:
             self.stop(_STOPPED)
             raise
         except Exception as exc:
-            with self._lock:
-                self._forget(slot)
-            self.stream.settle(lease, f"{type(exc).__name__}: {exc}")
+            # The item goes back whole for another attempt, as a reader's
+            # error does without a board; its batches on their way are dropped.
+            if self._give_back([tracker], None):
+                self.stream.settle(lease, f"{type(exc).__name__}: {exc}")
+                self._free_answered()
             raise
         finally:
             close = getattr(iterator, "close", None)
@@ -116,17 +129,59 @@ class LoaderReceipts:
 
     def _settle_received(self) -> list[Lease]:
         """Marks as consumed (for the stream's next take) the leases read to their end that the loop received whole."""
+        self._free_answered()
         with self._lock:
             done = [slot for slot in self._read if self._reading[slot].received_whole()]
-            leases = [self._forget(slot).lease for slot in done]
+            leases = [self._settled_now(slot).lease for slot in done]
         for lease in leases:
             self.stream.consumed(lease)
         return leases
 
     def _settle(self, slot: int) -> None:
         with self._lock:
-            lease = self._forget(slot).lease
+            lease = self._settled_now(slot).lease
         self.stream.consumed(lease)
+
+    def _settled_now(self, slot: int) -> SharedTracker:
+        """Under _lock: the slot's lease is settled here (its tracker reports and answers no more); its slot is freed once answered."""
+        tracker = self._reading.pop(slot)
+        self._read.discard(slot)
+        self.stream.leaser().held.untrack(tracker.lease, tracker)
+        self._settled[slot] = tracker
+        return tracker
+
+    def _free_answered(self, every: bool = False) -> None:
+        """Frees the slots of settled leases the server answered for (``every``: all of them, as the loader ends)."""
+        held = self.stream.leaser().held
+        with self._lock:
+            done = [slot for slot, tracker in self._settled.items() if every or held.answered_for(tracker.lease)]
+            for slot in done:
+                del self._settled[slot]
+        for slot in done:
+            self.board.free_slot(self.loader, slot)
+
+    def _give_back(self, trackers: Iterable[SharedTracker], reason: str | None) -> bool:
+        """Stops each range where the loop is: what it received is read, the rest goes back (``reason`` None: the caller settles them).
+
+        False when none of them was still this loader's to settle.
+        """
+        decided = []
+        with self._lock:
+            for tracker in trackers:
+                if self._reading.get(tracker.slot) is not tracker:
+                    continue  # settled meanwhile (the watcher, or an earlier give-back)
+                position, whole = tracker.give_back()
+                decided.append((self._settled_now(tracker.slot).lease, position, whole))
+        if reason is None:
+            return bool(decided)
+        for lease, position, whole in decided:
+            if whole:
+                self.stream.consumed(lease)
+            else:
+                self.stream.stop_at(lease, position, reason)
+        self.stream.flush_consumed()
+        self._free_answered()
+        return bool(decided)
 
     def _watch(self) -> None:
         if self._watcher is None:
@@ -135,12 +190,15 @@ class LoaderReceipts:
 
     def _watch_board(self) -> None:
         while not self._closed.wait(_WATCH_POLL):
-            try:
-                if self._settle_received():
-                    self.stream.flush_consumed()  # unless the loader's take carried them first
-            except errors.ShardlineError as exc:
-                # Sent again with the loader's next take or request.
-                log.warning("work queue %s: could not acknowledge what the loop received: %s", self.stream.name, exc)
+            self._acknowledge_received()
+
+    def _acknowledge_received(self) -> None:
+        try:
+            if self._settle_received():
+                self.stream.flush_consumed()  # unless the loader's take carried them first
+        except errors.ShardlineError as exc:
+            # Sent again with the loader's next take or request.
+            log.warning("work queue %s: could not acknowledge what the loop received: %s", self.stream.name, exc)
 
     def _stop_watching(self) -> None:
         """The watcher ends, and what it acknowledged is sent before this returns (the process may exit next)."""
@@ -149,16 +207,15 @@ class LoaderReceipts:
             self._watcher.join()
 
     def finish(self) -> None:
-        """The loader's leases ended: acknowledged once the loop has received their batches on the way.
+        """The loader's leases ended: each is acknowledged once the loop has received its batches.
 
         A loop that stops before it receives them keeps what it received,
-        and the rest goes back (``stop``). The fetcher's last batch, which it
-        collates once this loader's records end, is acknowledged unreceived
-        (with drop_last, its records go back instead): no take would carry
-        it later. Slots stay taken, so that the loop's process delivers
-        what is on its way, until the board's next pass.
+        and the rest goes back (``stop``). The fetcher collates its last
+        batch once this returns: the leases with records in it are settled
+        by a thread that the process's exit waits for (with drop_last, their
+        records from there go back now instead: that batch is never sent).
         """
-        while not self.board.closed:
+        while not self.board.closed_since(self.pass_number):
             with self._lock:
                 waiting = [tracker for slot, tracker in self._reading.items() if slot in self._read]
             if all(tracker.collated_received() for tracker in waiting):
@@ -168,50 +225,46 @@ class LoaderReceipts:
             self.stop("the consumer stopped before receiving this item's last batches")
             return
         self._stop_watching()
-        with self._lock:
-            trackers = [self._reading.pop(slot) for slot in list(self._read)]
-            self._read.clear()
-        # With drop_last, the fetcher drops its last batch unless it is full:
-        # those records are never delivered, and their ranges end before them.
-        # Otherwise it is collated after this, and delivered.
-        dropped: dict[int, int] = {}
+        in_last_batch = {note.tracker.slot: note.tracker for note in self._produced if note.tracker is not None}
         if self.drop_last:
-            for note in self._produced:
-                if note.tracker is not None:
-                    dropped.setdefault(note.tracker.slot, note.position)
             self._produced = []
-        for tracker in trackers:
-            self.board.acknowledged(self.loader, tracker.slot)
-            self.stream.leaser().held.untrack(tracker.lease, tracker)
-            if tracker.slot in dropped:
-                # Untracked first: the batches before the point are still on their way.
-                self.stream.stop_at(tracker.lease, dropped[tracker.slot], _DROPPED_LAST)
-            else:
-                self.stream.consumed(tracker.lease)
-        self.stream.flush_consumed()
+            self._give_back(in_last_batch.values(), _DROPPED_LAST)
+        self._acknowledge_received()  # every other range was received whole
+        with self._lock:
+            left = bool(self._reading)
+        if not left:
+            self._free_answered(every=True)
+            return
+        # Not a daemon: the loader process's exit waits for it.
+        threading.Thread(target=self._settle_last_batch, name="shardline-receipts-last").start()
+
+    def _settle_last_batch(self) -> None:
+        """Acknowledges the leases of the fetcher's last batch once the loop receives it; gives back what it did not, should it stop."""
+        try:
+            while True:
+                with self._lock:
+                    left = list(self._reading.values())
+                if not left:
+                    return
+                if self.board.closed_since(self.pass_number) or os.getppid() != self._parent:
+                    self._give_back(left, _STOPPED)
+                    return
+                self._acknowledge_received()
+                time.sleep(_WATCH_POLL)
+        except errors.ShardlineError as exc:
+            log.warning("work queue %s: could not settle the last batch's leases: %s", self.stream.name, exc)
+        finally:
+            self._free_answered(every=True)
 
     def stop(self, reason: str) -> None:
         """The loop stopped: each lease keeps what the loop received, and the rest goes back."""
         self._stop_watching()
         with self._lock:
-            # Read before the slots are freed: a freed slot is no tracker's.
-            received = [(tracker, tracker.received_whole(), tracker.position) for tracker in self._reading.values()]
-            for slot in list(self._reading):
-                self._forget(slot)
-        for tracker, whole, position in received:
-            if whole:
-                self.stream.consumed(tracker.lease)
-            else:
-                self.stream.stop_at(tracker.lease, position, reason)
-        self.stream.flush_consumed()
-
-    def _forget(self, slot: int) -> SharedTracker:
-        """Under _lock: the slot's lease is done here (its tracker reports and answers no more)."""
-        tracker = self._reading.pop(slot)
-        self._read.discard(slot)
-        self.stream.leaser().held.untrack(tracker.lease, tracker)
-        self.board.free_slot(self.loader, slot)
-        return tracker
+            reading = list(self._reading.values())
+        try:
+            self._give_back(reading, reason)
+        finally:
+            self._free_answered(every=True)
 
     def collate(self, data, collate_fn: Callable) -> Tagged:
         """The batch of what the fetcher gathered since the last one, its records past a cut left out, tagged with the rest."""
@@ -223,7 +276,7 @@ class LoaderReceipts:
                 "WorkQueueLoader collates what its dataset yields since the last batch"
             )
         kept_records, kept = [], []
-        with self._lock:  # not under the board's lock: _forget takes them in this order
+        with self._lock:  # not under the board's lock: _settle_received takes them in this order
             reading = dict(self._reading)
         while True:
             with self.board.locked(self.loader):
@@ -240,7 +293,18 @@ class LoaderReceipts:
             time.sleep(OFFER_POLL)  # an offer to cut below one of them is on its way to the server
         if not kept:
             return Tagged(None, DROPPED)  # every record lay past a cut: the loop's process drops it
-        return Tagged(collate_fn(kept_records if self.batched else kept_records[0]), claims)
+        try:
+            batch = collate_fn(kept_records if self.batched else kept_records[0])
+        except Exception as exc:
+            # The loop never gets these records, and may go on past the
+            # error: their ranges stop where the loop is, and the rest goes
+            # back (their batches on the way are dropped).
+            failed = {note.tracker.slot: note.tracker for note in kept if note.tracker is not None}
+            self._give_back(
+                failed.values(), f"the DataLoader's collate_fn raised {type(exc).__name__} on a batch of it"
+            )
+            raise
+        return Tagged(batch, claims)
 
     def _claims(self, notes: list[_Produced], reading: dict[int, SharedTracker]) -> bytes:
         """The claims of a batch of ``notes`` (under the loader's lock), noting on each tracker where its part begins."""

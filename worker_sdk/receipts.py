@@ -21,7 +21,9 @@ process receives its batch:
   remainder's new holder reads them all;
 - a loader acknowledges a lease once the loop received it whole, and one
   whose loop stops mid-range gives back only what the loop did not receive
-  (``Stream.stop_at``).
+  (``Stream.stop_at``); it frees the lease's slot once the server answered,
+  so that a loader killed before that is settled by the loop's process
+  (``settle_orphans``), from the range the server knows.
 
 A batch holding the last records of one lease and the first of the next can
 be neither dropped nor delivered in part: a range whose last batch is such a
@@ -47,8 +49,10 @@ log = logging.getLogger("worker_sdk")
 # Leases one loader may have on their way to the loop at once; a lease that
 # finds none free is read as without a board (claimed as produced).
 SLOTS = 8
-# A slot's fields (int64 each).
-_LEASE, _START, _END, _NEXT, _CUT, _LAST, _TOKEN, _ACKED = range(8)
+# A slot's fields (int64 each). _END is the range's end as the server has
+# it (after the splits it accepted); _STOP, where the loader stopped it
+# (its give-back may not have reached the server yet).
+_LEASE, _START, _END, _NEXT, _CUT, _LAST, _TOKEN, _STOP = range(8)
 _FIELDS = 8
 _NONE = -1
 # Seconds between looks at an offer to split that is still on its way to
@@ -101,7 +105,9 @@ class Board:
         self._pids = context.RawArray("q", loaders)  # each loader's process, written when it starts reading
         self._locks = [context.Lock() for _ in range(loaders)]
         self._closed = context.RawValue("i", 0)  # the loop's process is done with this pass's batches
-        self.reset()
+        self._pass = context.RawValue("q", 0)
+        for offset in range(0, len(self._values), _FIELDS):
+            self._values[offset + _LEASE] = _NONE
 
     def started(self, loader: int) -> None:
         """Called in the loader's process."""
@@ -141,14 +147,23 @@ class Board:
         self._closed.value = 1
 
     @property
-    def closed(self) -> bool:
-        return bool(self._closed.value)
+    def pass_number(self) -> int:
+        """The loop's pass the loaders read for now (persistent loaders read every pass of one board)."""
+        return self._pass.value
+
+    def closed_since(self, pass_number: int) -> bool:
+        """Whether the loop's process is done with the batches of pass ``pass_number``."""
+        return bool(self._closed.value) or self._pass.value != pass_number
 
     def reset(self) -> None:
-        """A new pass of the loop: every slot free (its loaders are not reading yet)."""
+        """A new pass of the loop (persistent loaders, one board).
+
+        Slots stay as they are: a loader of the last pass may still be
+        settling its last leases (``LoaderReceipts.finish``), and frees them
+        itself once the server has its answer.
+        """
+        self._pass.value += 1
         self._closed.value = 0
-        for offset in range(0, len(self._values), _FIELDS):
-            self._values[offset + _LEASE] = _NONE
         for loader in range(self.loaders):
             self._pids[loader] = 0
 
@@ -178,28 +193,33 @@ class Board:
                         (_CUT, _NONE),
                         (_LAST, 0),
                         (_TOKEN, lease.token),
-                        (_ACKED, 0),
+                        (_STOP, _NONE),
                     ):
                         self.set(loader, slot, field, value)
                     return slot
         return None
 
     def free_slot(self, loader: int, slot: int) -> None:
+        """The loader is done with the slot's lease: the server answered for it (or it was lost)."""
         with self.locked(loader):
             self.set(loader, slot, _LEASE, _NONE)
 
-    def acknowledged(self, loader: int, slot: int) -> None:
-        """The loader acknowledged the slot's lease; the slot stays taken for the batches still on their way."""
-        with self.locked(loader):
-            self.set(loader, slot, _ACKED, 1)
+    def end_of(self, loader: int, slot: int) -> int:
+        """Under the loader's lock: the first record of the slot's range not to be delivered (its end, or where it stopped)."""
+        stop = self.get(loader, slot, _STOP)
+        end = self.get(loader, slot, _END)
+        return end if stop == _NONE else min(end, stop)
 
     def orphans(self) -> list[Orphan]:
-        """The leases of loaders whose process is gone and that did not acknowledge them; their slots freed.
+        """The leases of loaders whose process is gone, with what the loop received; their slots freed.
 
         A DataLoader's loader killed mid-read (the loop's process then gets
         an error from the DataLoader) leaves its leases to the server, which
         would take them back from the position its heartbeat last reported:
-        what the loop received since would be read again.
+        what the loop received since would be read again. A loader frees a
+        slot only once the server answered for its lease, so one killed
+        while its acknowledgement was on its way is found here too (settling
+        it again is refused as lost, or repeats the same cut).
         """
         found = []
         for loader in range(self.loaders):
@@ -209,10 +229,9 @@ class Board:
             for slot in range(SLOTS):
                 if self.get(loader, slot, _LEASE) == _NONE:
                     continue
-                if not self.get(loader, slot, _ACKED):
-                    found.append(
-                        Orphan(*(self.get(loader, slot, field) for field in (_LEASE, _TOKEN, _START, _NEXT, _END)))
-                    )
+                found.append(
+                    Orphan(*(self.get(loader, slot, field) for field in (_LEASE, _TOKEN, _START, _NEXT, _END)))
+                )
                 self.set(loader, slot, _LEASE, _NONE)
         return found
 
@@ -249,7 +268,7 @@ class Board:
         keep = drop = False
         for offset in range(0, len(groups), 6):
             loader, slot, lease_id, first, end, last = groups[offset : offset + 6]
-            if self.get(loader, slot, _LEASE) != lease_id or first >= self.get(loader, slot, _END):
+            if self.get(loader, slot, _LEASE) != lease_id or first >= self.end_of(loader, slot):
                 drop = True  # split off (or the lease was lost): another worker reads these
                 continue
             keep = True
@@ -268,7 +287,7 @@ class SharedTracker:
     The loop's process claims (``Board.receive``); the loader's heartbeat
     reports ``position`` and answers splits here; the loader notes each
     batch it collates (``collated``). Once its slot holds another lease (the
-    loader acknowledged this one and read on), it answers from what it last
+    loader was done with this one and read on), it answers from what it last
     saw and changes nothing: a heartbeat may still hold it.
     """
 
@@ -282,7 +301,9 @@ class SharedTracker:
         self._starts: list[int] = []
         self._frontier = self.start
         self._mixed_tail = False
-        self._seen = (self.start, board.get(loader, slot, _END))  # (position, end) when it last held its slot
+        end = board.get(loader, slot, _END)
+        # (position, the server's end, the end to deliver, last received) when it last held its slot.
+        self._seen = (self.start, end, end, False)
 
     def _get(self, field: int) -> int:
         return self.board.get(self.loader, self.slot, field)
@@ -294,8 +315,18 @@ class SharedTracker:
         """Under the loader's lock."""
         if not self.board.holds(self.loader, self.slot, self.lease):
             return False
-        self._seen = (self._get(_NEXT), self._get(_END))
+        self._seen = (
+            self._get(_NEXT),
+            self._get(_END),
+            self.board.end_of(self.loader, self.slot),
+            bool(self._get(_LAST)),
+        )
         return True
+
+    def _received_whole(self) -> bool:
+        """Under the loader's lock, after ``_holds``."""
+        position, _end, delivered_end, last = self._seen
+        return last or position >= delivered_end
 
     @property
     def position(self) -> int:
@@ -306,27 +337,28 @@ class SharedTracker:
 
     @property
     def end(self) -> int:
+        """The range's end as the server has it."""
         with self.board.locked(self.loader):
             self._holds()
             return self._seen[1]
 
     def received_whole(self) -> bool:
+        """Whether the loop received every record of the range it is to get (up to a cut, or where it stopped)."""
         with self.board.locked(self.loader):
-            if not self._holds():
-                return True  # its slot was freed: received whole, or given up
-            return bool(self._get(_LAST)) or self._get(_NEXT) >= self._get(_END)
+            self._holds()
+            return self._received_whole()
 
     def collated_received(self) -> bool:
         """Whether the loop received every batch of the range collated so far."""
         with self.board.locked(self.loader):
             if not self._holds():
-                return True
-            return bool(self._get(_LAST)) or self._get(_NEXT) >= min(self._frontier, self._get(_END))
+                return self._received_whole()
+            return self._seen[3] or self._seen[0] >= min(self._frontier, self._seen[2])
 
     def past_end(self, position: int) -> bool:
-        """Whether record ``position`` went to another worker (the loader reads no further)."""
+        """Whether record ``position`` is not to be delivered (split off, or the range stopped): the loader reads no further."""
         with self.board.locked(self.loader):
-            return not self._holds() or position >= self._get(_END)
+            return not self._holds() or position >= self._seen[2]
 
     def try_split(self, at: int, min_records: int = 1) -> int | None:
         """Offers to stop at the first point at or after ``at`` and the loop's position where no batch on its way straddles.
@@ -334,7 +366,7 @@ class SharedTracker:
         ``RangeTracker.try_split``'s rule for too little left.
         """
         with self.board.locked(self.loader):
-            if not self._holds() or self._get(_CUT) != _NONE or self._mixed_tail:
+            if not self._holds() or self._get(_CUT) != _NONE or self._mixed_tail or self._get(_STOP) != _NONE:
                 return None
             end = self._get(_END)
             point = max(at, self._get(_NEXT))
@@ -357,11 +389,23 @@ class SharedTracker:
 
     def stop(self) -> None:
         """The lease was lost, or its loop stopped: nothing more of it is delivered."""
+        self.give_back()
+
+    def give_back(self) -> tuple[int, bool]:
+        """Stops the range where the loop is (later batches of it are dropped): (that position, whether it received the range whole).
+
+        The server's end stays as it is until the give-back reaches it: a
+        dead loader's lease is settled from it (``Board.orphans``).
+        """
         with self.board.locked(self.loader):
             if not self._holds():
-                return
-            self._set(_END, min(self._get(_END), self._get(_NEXT)))
-            self._set(_CUT, _NONE)
+                return self._seen[0], self._received_whole()
+            whole = self._received_whole()
+            if not whole:
+                self._set(_STOP, self._get(_NEXT))
+                self._set(_CUT, _NONE)
+                self._holds()
+            return self._seen[0], whole
 
     # Called by the loader's collate function, under the loader's lock.
     def deliverable(self, position: int) -> bool | None:
@@ -371,7 +415,7 @@ class SharedTracker:
         cut = self._get(_CUT)
         if cut != _NONE and position >= cut:
             return None
-        return position < self._get(_END)
+        return position < self._seen[2]
 
     def collated(self, first: int, end: int, begins_batch: bool, others_after: bool) -> None:
         if not self._holds():
@@ -393,25 +437,58 @@ def encode(claims: Iterable[tuple[int, int, int, int, int, int]]) -> bytes:
 DROPPED = b"dropped"
 
 
-def received(batches: Iterator, board: Board, handed: HandedLeases) -> Iterator:
+class Received:
     """The loop's process: each batch its loaders tagged, claimed on the board; those past a cut are dropped.
 
-    However the loop ends (the DataLoader's error for a killed loader
-    included), the leases of loaders that died are settled here with what
-    the loop received (``settle_orphans``).
+    However the loop ends, the leases of loaders that died are settled here
+    with what the loop received (``settle_orphans``): at the end, when the
+    loop closes this, and at each error of the DataLoader (a killed loader's
+    included). Not a generator: a loop may catch a DataLoader's error (a
+    collate_fn that raised) and read on.
     """
-    try:
-        for tagged in batches:
+
+    _closed = True  # until __init__ has its iterator
+
+    def __init__(self, batches: Iterable, board: Board, handed: HandedLeases):
+        self._batches = iter(batches)
+        self.board, self.handed = board, handed
+        self._closed = False
+
+    def __iter__(self) -> "Received":
+        return self
+
+    def __next__(self):
+        while not self._closed:
+            try:
+                tagged = next(self._batches)
+            except StopIteration:
+                self.close()
+                raise
+            except BaseException:
+                settle_orphans(self.board, self.handed)
+                raise
             if not isinstance(tagged, Tagged):
-                yield tagged
-                continue
+                return tagged
             if tagged.claims == DROPPED:
                 continue
-            if not tagged.claims or board.receive(tagged.claims):
-                yield tagged.batch
-    finally:
-        board.close()
-        settle_orphans(board, handed)
+            if not tagged.claims or self.board.receive(tagged.claims):
+                return tagged.batch
+        raise StopIteration
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            close = getattr(self._batches, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self.board.close()
+            settle_orphans(self.board, self.handed)
+
+    def __del__(self):
+        self.close()
 
 
 def settle_orphans(board: Board, handed: HandedLeases) -> None:

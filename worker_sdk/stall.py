@@ -22,7 +22,7 @@ import os
 import secrets
 import threading
 from time import monotonic
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 # Seconds between heartbeats while a loop is measured: the stall shows
 # within a few seconds (the lease pace alone is a third of lease_timeout,
@@ -134,29 +134,61 @@ class Meter:
         self._flushed = now
 
 
-def timed(iterable: Iterable, meter: Meter) -> Iterator:
+def timed(iterable: Iterable, meter: Meter) -> "Timed":
     """``iterable``'s elements, each counted by ``meter``: the time the loop waited for it, and its work on the one before.
 
     Closing this closes ``iterable`` (a consumer's generator gives its items back).
     ``meter`` may be anything with a Meter's ``wait``, ``got`` and ``stop``
     (worker_sdk.turns.Hunger).
     """
-    iterator = iter(iterable)
-    try:
-        while True:
-            meter.wait()
-            try:
-                element = next(iterator)
-            except StopIteration:
-                meter.got()  # the wait that found the end (other workers' last items) is the loop's too
-                return
-            meter.got()
-            yield element
-    finally:
-        meter.stop()
-        close = getattr(iterator, "close", None)
+    return Timed(iterable, meter)
+
+
+class Timed:
+    """``timed``'s iterator. Not a generator: an error from ``iterable`` (a DataLoader's, for one batch) leaves it open.
+
+    A training loop may catch that error and ask for the next element, as it
+    may of the DataLoader itself; a generator would be finished by the error,
+    and the loop would see the end of its data early.
+    """
+
+    _closed = True  # until __init__ has its iterator
+
+    def __init__(self, iterable: Iterable, meter):
+        self._iterator = iter(iterable)
+        self._meter = meter
+        self._closed = False
+
+    def __iter__(self) -> "Timed":
+        return self
+
+    def __next__(self):
+        if self._closed:
+            raise StopIteration
+        self._meter.wait()
+        try:
+            element = next(self._iterator)
+        except StopIteration:
+            self._meter.got()  # the wait that found the end (other workers' last items) is the loop's too
+            self.close()
+            raise
+        except BaseException:
+            self._meter.got()
+            raise
+        self._meter.got()
+        return element
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._meter.stop()
+        close = getattr(self._iterator, "close", None)
         if close is not None:
             close()
+
+    def __del__(self):
+        self.close()
 
 
 # -- this process's clocks ------------------------------------------------------------

@@ -161,8 +161,9 @@ class WorkQueueLoader(DataLoader):
     def __init__(self, dataset, *args, **kwargs):
         kwargs.setdefault("in_order", False)
         super().__init__(dataset, *args, **kwargs)
-        self.turns: LoaderTurns | None = None  # made at the first pass with loaders, before they start
-        self.board: receipts.Board | None = None  # the same
+        # Made for each pass with loaders (persistent ones: the first), before they start.
+        self.turns: LoaderTurns | None = None
+        self.board: receipts.Board | None = None
         if self.num_workers > 0:
             # Each batch tagged with the records in it (worker_sdk.receipts).
             self.collate_fn = loader_receipts.Collate(self.collate_fn)
@@ -174,24 +175,30 @@ class WorkQueueLoader(DataLoader):
         clock = stall.clock(dataset.queue.job["id"], dataset.consumer)
         # Shared before the loaders start (DataLoader starts them in iter()).
         dataset.stall = clock.shared() if self.num_workers > 0 else clock
+        # Persistent loaders read every pass with what they got at the first;
+        # others start anew each pass, and a pass's board and turns are its
+        # own (another iterator of this loader may still be read).
+        fresh = not (self.persistent_workers and self._iterator is not None)
         if self.num_workers > 0:
-            if self.board is None:
+            if fresh:
                 self.board = receipts.Board(
                     self.num_workers, self.multiprocessing_context or multiprocessing.get_context()
                 )
-            self.board.reset()
+            else:
+                self.board.reset()
             dataset.board, dataset.batched, dataset.drop_last = self.board, self.batch_size is not None, self.drop_last
         else:
             dataset.board = None
         if self.num_workers > 0 and not self.in_order:
-            if self.turns is None:
+            if fresh:
                 self.turns = LoaderTurns(self.multiprocessing_context)
-            self.turns.reset()
+            else:
+                self.turns.reset()
             dataset.turns = self.turns
             batches = stall.timed(super().__iter__(), self.turns.hunger)
         else:
             dataset.turns = None
             batches = super().__iter__()
         if self.board is not None:
-            batches = receipts.received(batches, self.board, dataset.queue.handed_leases())
+            batches = receipts.Received(batches, self.board, dataset.queue.handed_leases())
         return stall.timed(batches, stall.Meter(lambda: clock))

@@ -62,6 +62,8 @@ def start_reader(
     read_delay: float = 0.0,
     say_produced: bool = False,
     drop_last: bool = False,
+    collate_fails_on: str = "",
+    iterators: int = 1,
 ):
     return subprocess.Popen(
         [
@@ -90,6 +92,9 @@ def start_reader(
             str(read_delay),
             *(["--say-produced"] if say_produced else []),
             *(["--drop-last"] if drop_last else []),
+            *(["--collate-fails-on", collate_fails_on] if collate_fails_on else []),
+            "--iterators",
+            str(iterators),
             *works,
         ],
         cwd=ROOT,

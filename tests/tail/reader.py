@@ -35,6 +35,18 @@ def read_lines(item, delay: float = 0.0, say: bool = False):
         yield line.decode()
 
 
+class CollateFailed(ValueError):
+    pass
+
+
+def collate_failing_once(record: str, marker: Path, batch):
+    """The DataLoader's collate_fn (batches of lines): raises on the first batch that holds ``record``."""
+    if record in batch and not marker.exists():
+        marker.touch()
+        raise CollateFailed(f"a batch holding {record}")
+    return batch
+
+
 def wait_for_everyone(barrier: Path, me: str, parties: int) -> None:
     """Readers start reading together, so that the slow one gets its share before the fast ones run out."""
     (barrier / me).touch()
@@ -63,6 +75,14 @@ def main():
         "--say-produced", action="store_true", help="print each record a reader produces (loader shapes)"
     )
     parser.add_argument("--drop-last", action="store_true", help="the DataLoader drops a last batch that is not full")
+    parser.add_argument(
+        "--iterators", type=int, default=1, help="live iterators of one loader, read in turn (loader shapes)"
+    )
+    parser.add_argument(
+        "--collate-fails-on",
+        default="",
+        help="the DataLoader's collate_fn raises, once, on the batch holding this record; the loop goes on (loader shapes)",
+    )
     parser.add_argument("works", nargs="+")
     args = parser.parse_args()
     queue = WorkQueue(
@@ -108,15 +128,36 @@ def main():
         reader = functools.partial(read_lines, delay=args.read_delay, say=args.say_produced)
         # Batches of 8 hold the end of one slice and the start of the next.
         batch_size = 8 if args.shape == "loader-batches" else None
+        collate = {}
+        if args.collate_fails_on:
+            collate["collate_fn"] = functools.partial(
+                collate_failing_once, args.collate_fails_on, Path(args.barrier) / "collate-failed"
+            )
         loader = kind(
-            WorkQueueDataset(queue, reader=reader), batch_size=batch_size, num_workers=2, drop_last=args.drop_last
+            WorkQueueDataset(queue, reader=reader),
+            batch_size=batch_size,
+            num_workers=2,
+            drop_last=args.drop_last,
+            **collate,
         )
-        for batch in loader:
+        live = [iter(loader) for _ in range(args.iterators)]  # each with loader processes of its own
+        turn = 0
+        while live:
+            batches = live[turn % len(live)]
+            turn += 1
+            try:
+                batch = next(batches)
+            except StopIteration:
+                live.remove(batches)
+                continue
+            except CollateFailed as exc:
+                out(f"collate failed: {exc}")
+                continue  # the loop goes on past a batch it never got
             for record in batch if batch_size else [batch]:
                 use(record)  # a batch counts as read whole once the loop has it
             if read == args.stop_after:
                 break  # the training loop stops early: its loader goes, and what it read ahead goes back
-        del loader
+        del batches, live, loader
     queue.close()
     out("finished")
 

@@ -63,3 +63,26 @@ def test_a_loop_that_stops_in_the_last_batches_of_the_queue_leaves_them_unread(s
     check_exactly_once(works, Counter(quitter.read + finisher.read))
     assert len(finisher.read) == lines - stop_after
     assert queue._client.job(queue.job["id"])["state"] == "done"
+
+
+@pytest.mark.timeout(150)
+def test_a_loop_that_stops_before_the_last_partial_batch_leaves_it_unread(sdk_env, celery_worker, tmp_path):
+    # 301 records in batches of 8: the loader's last batch holds 5, and the
+    # fetcher collates it only after the loader's records end. The loop
+    # works on its 37th batch (80 ms) and stops before it gets that one.
+    # Before, the loader acknowledged it as its records ended, and its 5
+    # records were never read.
+    lines, stop_after = 301, 296
+    works, queue, barriers = one_slice_apart(tmp_path, sdk_env, "stop-partial", lines, "quitter", "finisher")
+    quitter = Lines(
+        start_reader(
+            sdk_env, "loader-batches", queue.name, 1, 0.01, "quitter", works, barriers[0], 1, stop_after=stop_after
+        )
+    )
+    assert quitter.ended_well(90)
+    assert len(quitter.read) == stop_after
+    finisher = Lines(start_reader(sdk_env, "ranges", queue.name, 1, 0.0, "finisher", works, barriers[1], 1))
+    assert finisher.ended_well(90)
+    check_exactly_once(works, Counter(quitter.read + finisher.read))
+    assert len(finisher.read) == lines - stop_after
+    assert queue._client.job(queue.job["id"])["state"] == "done"

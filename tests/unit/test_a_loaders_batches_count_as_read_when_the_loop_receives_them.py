@@ -155,16 +155,23 @@ def test_a_dead_loaders_leases_are_found_with_what_the_loop_received():
         return receipts.SharedTracker(dead, loader_index, slot, lease)
 
     alive = slot_of(0, range_lease(20, 0, 10))
-    whole, part, unread, acked = (slot_of(1, range_lease(lease_id, 0, 10)) for lease_id in (21, 22, 23, 24))
-    for tracker in (alive, whole, part, acked):
+    whole, part, unread, answered, stopped = (
+        slot_of(1, range_lease(lease_id, 0, 10)) for lease_id in (21, 22, 23, 24, 25)
+    )
+    for tracker in (alive, whole, part, answered, stopped):
         assert dead.receive(receipts.encode([(tracker.loader, tracker.slot, tracker.lease.id, 0, 4, 0)]))
     assert dead.receive(receipts.encode([(1, whole.slot, 21, 4, 10, 1)]))
-    dead.acknowledged(1, acked.slot)
+    dead.free_slot(1, answered.slot)  # the server answered for it before the loader died
+    # The loader gave the rest back, and died before the server had it: the
+    # orphan is settled against the range the server knows.
+    assert stopped.give_back() == (4, False)
+    assert not dead.receive(receipts.encode([(1, stopped.slot, 25, 4, 8, 0)])), "a batch past the stop was delivered"
 
     orphans = {orphan.lease_id: orphan for orphan in dead.orphans()}
-    assert sorted(orphans) == [21, 22, 23]
+    assert sorted(orphans) == [21, 22, 23, 25]
     assert (orphans[21].received, orphans[22].received, orphans[23].received) == (10, 4, 0)
     assert orphans[22].token == 1 and (orphans[22].start, orphans[22].end) == (0, 10)
+    assert (orphans[25].received, orphans[25].end) == (4, 10)
     assert dead.orphans() == []  # their slots are free: each is settled once
     assert alive.position == 4
 
