@@ -23,9 +23,11 @@
 --              twice as slow as the others is deferred (given nothing, told
 --              to retry) when the other live workers, at their measured pace,
 --              would finish every remaining item before it finishes one. Otherwise the job's last minutes
---              wait on a slow worker's last item. A take ahead counts the
+--              wait on a slow worker's last item. Until an item of its
+--              own finishes, a worker's pace is the time its consumer has
+--              held the lease it is still on. A take ahead counts the
 --              item in hand too, and waits for its worker's pace to be
---              known. The scalar subqueries run only when fewer items
+--              measured. The scalar subqueries run only when fewer items
 --              remain than TAIL_WINDOW (leases.py).
 --   picked     the first pending items in (epoch, position) order, read from
 --              the partial index item_pending; SKIP LOCKED hands concurrent
@@ -138,10 +140,25 @@ WITH req AS (
             -- shows them only after this statement (the trigger), and a slow
             -- worker's first item, acknowledged with its next take, would
             -- otherwise never count.
-            SELECT (w.busy_seconds + d.seconds) / (w.items_done + d.n) AS seconds_per_item
-              FROM shardline_worker AS w,
-                   (SELECT count(*) AS n, coalesce(sum(duration), 0) AS seconds FROM done) AS d
-             WHERE w.job_id = %(job)s AND w.name = %(worker)s AND w.items_done + d.n >= 1
+            -- Before any finished: at least as long as its consumer has
+            -- held the oldest lease it is still on (a loader takes its next
+            -- range while the loop still trains on the last one's batches,
+            -- which are acknowledged only once received). Not for a take
+            -- ahead, which waits for a measured pace (below).
+            SELECT coalesce(
+                     (SELECT (w.busy_seconds + d.seconds) / (w.items_done + d.n)
+                        FROM shardline_worker AS w,
+                             (SELECT count(*) AS n, coalesce(sum(duration), 0) AS seconds FROM done) AS d
+                       WHERE w.job_id = %(job)s AND w.name = %(worker)s AND w.items_done + d.n >= 1),
+                     (SELECT extract(epoch FROM shardline_now() - min(h.leased_at))
+                        FROM shardline_item AS h
+                       WHERE NOT %(ahead)s::boolean
+                         AND h.job_id = %(job)s AND h.state = 'leased' AND NOT h.ahead
+                         AND h.expires_at > shardline_now() AND h.id NOT IN (SELECT id FROM req)
+                         AND h.worker IN (SELECT c.name FROM shardline_worker AS c
+                                           WHERE c.job_id = %(job)s AND c.consumer = %(consumer)s
+                                          UNION ALL SELECT %(worker)s))
+                   ) AS seconds_per_item
            ) AS mine ON r.items < %(tail_window)s
       LEFT JOIN LATERAL (
             SELECT sum(w.items_done / w.busy_seconds) AS items_per_second, count(*) AS workers

@@ -48,6 +48,27 @@ def test_a_slow_first_item_acknowledged_with_the_next_take_counts(worker_client,
     assert result["leases"] == [] and result["retry_after"] == 0.5
 
 
+def test_before_it_finishes_an_item_a_workers_pace_is_how_long_its_consumer_has_held_one(
+    worker_client, job_near_its_end
+):
+    # A DataLoader's loader takes its next range while the loop still trains
+    # on the last one's batches (acknowledged only once the loop has them):
+    # its take carries no completion. Held 40 s, that range says the
+    # consumer is slow, for that loader and for its sibling loader alike.
+    job_id = job_near_its_end["id"]
+    Worker.objects.filter(job_id=job_id, name="slow").update(items_done=0, busy_seconds=0)
+    held = Item.objects.get(job_id=job_id, worker="slow", state="leased")
+    Item.objects.filter(id=held.id).update(leased_at=held.leased_at - timedelta(seconds=40))
+    assert take(worker_client, job_id, "slow")["retry_after"] == 0.5
+    sibling = worker_client.post(
+        f"/api/v1/jobs/{job_id}/leases/", {"worker": "slow-loader-2", "consumer": "slow"}, format="json"
+    )
+    assert sibling.status_code == 200 and sibling.json()["leases"] == [] and sibling.json()["retry_after"] == 0.5
+    # Held 1 s, as long as the others' items take: not slow, it may lease.
+    Item.objects.filter(id=held.id).update(leased_at=held.leased_at - timedelta(seconds=1))
+    assert len(take(worker_client, job_id, "slow")["leases"]) == 1
+
+
 def test_the_fastest_worker_is_never_deferred(worker_client, job_near_its_end):
     pace(job_near_its_end["id"], "fast-2", 10, 40.0)  # now two slow workers and one fast
     assert len(take(worker_client, job_near_its_end["id"], "fast-1")["leases"]) == 1
