@@ -40,7 +40,9 @@ tears it down as it exits (on 2 cores, 16 loaders took about 15 s to start
 and 2-3 s to exit). The TF shapes build their dataset and iterator (a
 graph's take op and session) before the start for the same reason:
 TensorFlow sets up its runtime with the first one, which runs before
-2026-11-28 counted in every TF row (bench/RESULTS.md).
+2026-11-28 counted in every TF row (bench/RESULTS.md). Each worker also
+runs its first full garbage collection before the start: inside the run
+it cost every loop of a 6-s job 0.3-0.6 s (2026-11-29).
 
 Each row prints, for split_tail on (and off, beside it): makespan / ideal
 (the last record trained on, from the common start); the records the slow
@@ -57,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import json
 import multiprocessing
 import os
@@ -206,6 +209,12 @@ def shape_worker(index, url, key, works, name, speed, split_tail, shape, ready, 
         lines = training_loop(queue, shape)
     else:
         lines = None
+    # The process's first full garbage collection runs now, not inside the
+    # run: with PyTorch or TensorFlow imported it took 0.3-0.6 s, 8 processes
+    # at once on 2 cores, and whether it fell before or after the start
+    # depended on how much the code under test had allocated by then
+    # (bench/RESULTS.md).
+    gc.collect()
     ready.put(index)
     wait_for_start(go, start_value)
     start = start_value.value

@@ -16,8 +16,9 @@ import time
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from . import errors
+from .loader_board import OFFER_POLL, Board
 from .protocol import Lease
-from .receipts import DROPPED, OFFER_POLL, Board, SharedTracker, Tagged, encode
+from .receipts import DROPPED, SharedTracker, Tagged, encode
 from .stream import Stream
 
 log = logging.getLogger("worker_sdk")

@@ -35,31 +35,15 @@ from __future__ import annotations
 
 import array
 import logging
-import os
-import time
-from contextlib import contextmanager
-from typing import Iterable, Iterator, NamedTuple
+from typing import Iterable, NamedTuple
 
 from . import errors
+from .loader_board import CUT, END, LAST, NEXT, NONE, START, STOP, Board
 from .protocol import Lease
 from .sync import HandedLeases
 
 log = logging.getLogger("worker_sdk")
 
-# Leases one loader may have on their way to the loop at once; a lease that
-# finds none free is read as without a board (claimed as produced).
-SLOTS = 8
-# A slot's fields (int64 each). _END is the range's end as the server has
-# it (after the splits it accepted); _STOP, where the loader stopped it
-# (its give-back may not have reached the server yet).
-_LEASE, _START, _END, _NEXT, _CUT, _LAST, _TOKEN, _STOP = range(8)
-_FIELDS = 8
-_NONE = -1
-# Seconds between looks at an offer to split that is still on its way to
-# the server (the heartbeat settles it within a round trip).
-OFFER_POLL = 0.005
-# Seconds a loader's lock may be awaited before its process is looked at.
-_LOCK_PATIENCE = 0.5
 _LOADER_DIED = "the loader process reading it died before the loop received any of it"
 
 
@@ -74,213 +58,6 @@ class Tagged(NamedTuple):
     claims: bytes
 
 
-class Orphan(NamedTuple):
-    """A lease of a dead loader: its record range, and the position the loop received."""
-
-    lease_id: int
-    token: int
-    start: int
-    received: int
-    end: int
-
-
-class LoaderGone(Exception):
-    """A loader's lock could not be taken and its process is gone (it died holding it, or in the middle)."""
-
-
-class Board:
-    """The slots of every loader of one DataLoader, in shared memory, each loader's under a lock of its own.
-
-    Plain locks, and waits that poll: a multiprocessing Condition's notify
-    waits for every sleeper to wake, and a loader killed while it slept
-    there (a SIGKILL, torch terminating a loader that did not stop in time)
-    would hang the next notify for good. A loader killed while it holds its
-    lock is found by the loop's process when the lock does not come:
-    ``locked`` raises LoaderGone once that loader's process is gone.
-    """
-
-    def __init__(self, loaders: int, context):
-        self.loaders = loaders
-        self._values = context.RawArray("q", loaders * SLOTS * _FIELDS)
-        self._pids = context.RawArray("q", loaders)  # each loader's process, written when it starts reading
-        self._locks = [context.Lock() for _ in range(loaders)]
-        self._closed = context.RawValue("i", 0)  # the loop's process is done with this pass's batches
-        self._pass = context.RawValue("q", 0)
-        for offset in range(0, len(self._values), _FIELDS):
-            self._values[offset + _LEASE] = _NONE
-
-    def started(self, loader: int) -> None:
-        """Called in the loader's process."""
-        self._pids[loader] = os.getpid()
-
-    def alive(self, loader: int) -> bool:
-        """Whether the loader's process runs (a killed loader of a DataLoader is a zombie until it is joined)."""
-        pid = self._pids[loader]
-        if not pid:
-            return True  # not started yet
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as stat:
-                return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-        except FileNotFoundError:
-            return False
-        except OSError:  # no /proc: ask the kernel
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return False
-            return True
-
-    @contextmanager
-    def locked(self, loader: int) -> Iterator[None]:
-        """Holds ``loader``'s lock; LoaderGone when it does not come and the loader's process is gone."""
-        lock = self._locks[loader]
-        while not lock.acquire(timeout=_LOCK_PATIENCE):
-            if not self.alive(loader):
-                raise LoaderGone(loader)
-        try:
-            yield
-        finally:
-            lock.release()
-
-    def close(self) -> None:
-        """The loop's process: this pass's batches are done with (their end, or the loop stopped)."""
-        self._closed.value = 1
-
-    @property
-    def pass_number(self) -> int:
-        """The loop's pass the loaders read for now (persistent loaders read every pass of one board)."""
-        return self._pass.value
-
-    def closed_since(self, pass_number: int) -> bool:
-        """Whether the loop's process is done with the batches of pass ``pass_number``."""
-        return bool(self._closed.value) or self._pass.value != pass_number
-
-    def reset(self) -> None:
-        """A new pass of the loop (persistent loaders, one board).
-
-        Slots stay as they are: a loader of the last pass may still be
-        settling its last leases (``LoaderReceipts.finish``), and frees them
-        itself once the server has its answer.
-        """
-        self._pass.value += 1
-        self._closed.value = 0
-        for loader in range(self.loaders):
-            self._pids[loader] = 0
-
-    def _at(self, loader: int, slot: int) -> int:
-        return (loader * SLOTS + slot) * _FIELDS
-
-    def get(self, loader: int, slot: int, field: int) -> int:
-        return self._values[self._at(loader, slot) + field]
-
-    def set(self, loader: int, slot: int, field: int, value: int) -> None:
-        self._values[self._at(loader, slot) + field] = value
-
-    def holds(self, loader: int, slot: int, lease: Lease) -> bool:
-        """Under the loader's lock: whether the slot still holds ``lease`` (not a newer lease, nor the item leased again)."""
-        return self.get(loader, slot, _LEASE) == lease.id and self.get(loader, slot, _TOKEN) == lease.token
-
-    def take_slot(self, loader: int, lease: Lease) -> int | None:
-        """A free slot of ``loader`` for ``lease``, a record range; None when all are in use."""
-        with self.locked(loader):
-            for slot in range(SLOTS):
-                if self.get(loader, slot, _LEASE) == _NONE:
-                    for field, value in (
-                        (_LEASE, lease.id),
-                        (_START, lease.start),
-                        (_END, lease.end),
-                        (_NEXT, lease.start),
-                        (_CUT, _NONE),
-                        (_LAST, 0),
-                        (_TOKEN, lease.token),
-                        (_STOP, _NONE),
-                    ):
-                        self.set(loader, slot, field, value)
-                    return slot
-        return None
-
-    def free_slot(self, loader: int, slot: int) -> None:
-        """The loader is done with the slot's lease: the server answered for it (or it was lost)."""
-        with self.locked(loader):
-            self.set(loader, slot, _LEASE, _NONE)
-
-    def end_of(self, loader: int, slot: int) -> int:
-        """Under the loader's lock: the first record of the slot's range not to be delivered (its end, or where it stopped)."""
-        stop = self.get(loader, slot, _STOP)
-        end = self.get(loader, slot, _END)
-        return end if stop == _NONE else min(end, stop)
-
-    def orphans(self) -> list[Orphan]:
-        """The leases of loaders whose process is gone, with what the loop received; their slots freed.
-
-        A DataLoader's loader killed mid-read (the loop's process then gets
-        an error from the DataLoader) leaves its leases to the server, which
-        would take them back from the position its heartbeat last reported:
-        what the loop received since would be read again. A loader frees a
-        slot only once the server answered for its lease, so one killed
-        while its acknowledgement was on its way is found here too (settling
-        it again is refused as lost, or repeats the same cut).
-        """
-        found = []
-        for loader in range(self.loaders):
-            if self.alive(loader):
-                continue
-            # Its process is gone: no one else writes its slots, with its lock or without.
-            for slot in range(SLOTS):
-                if self.get(loader, slot, _LEASE) == _NONE:
-                    continue
-                found.append(
-                    Orphan(*(self.get(loader, slot, field) for field in (_LEASE, _TOKEN, _START, _NEXT, _END)))
-                )
-                self.set(loader, slot, _LEASE, _NONE)
-        return found
-
-    def receive(self, claims: bytes) -> bool:
-        """The loop's process received a batch: claims its records; False when the batch is to be dropped.
-
-        A batch is dropped when its records lie past a cut made after it was
-        collated (they went to another worker). It waits while an offer to
-        cut below its end is on its way to the server, unless the loader that
-        made the offer died: the batch is dropped, and the loader's leases
-        are settled with what the loop received (``settle_orphans``).
-        """
-        groups = array.array("q", claims)
-        loader = groups[0]  # a batch is one loader's
-        while True:
-            try:
-                with self.locked(loader):
-                    verdict = self._claim(groups)
-            except LoaderGone:
-                return False
-            if verdict is not None:
-                return verdict
-            if not self.alive(loader):
-                return False
-            time.sleep(OFFER_POLL)
-
-    def _claim(self, groups: array.array) -> bool | None:
-        """Under the loader's lock: claims the batch (True), drops it (False), or None while an offer below its end is on its way."""
-        for offset in range(0, len(groups), 6):
-            loader, slot, lease_id, _first, end, _last = groups[offset : offset + 6]
-            cut = self.get(loader, slot, _CUT)
-            if cut != _NONE and cut < end and self.get(loader, slot, _LEASE) == lease_id:
-                return None
-        keep = drop = False
-        for offset in range(0, len(groups), 6):
-            loader, slot, lease_id, first, end, last = groups[offset : offset + 6]
-            if self.get(loader, slot, _LEASE) != lease_id or first >= self.end_of(loader, slot):
-                drop = True  # split off (or the lease was lost): another worker reads these
-                continue
-            keep = True
-            self.set(loader, slot, _NEXT, max(self.get(loader, slot, _NEXT), end))
-            if last:
-                self.set(loader, slot, _LAST, 1)
-        # A batch is cut only where it begins (SharedTracker.try_split), so it
-        # is kept or dropped whole; kept if it ever were not, since dropping
-        # would lose the records claimed with it.
-        return keep or not drop
-
-
 class SharedTracker:
     """A loader's tracker of one lease's range in a board slot (worker_sdk.tracker's interface for the heartbeat).
 
@@ -293,7 +70,7 @@ class SharedTracker:
 
     def __init__(self, board: Board, loader: int, slot: int, lease: Lease):
         self.board, self.loader, self.slot, self.lease = board, loader, slot, lease
-        self.start = board.get(loader, slot, _START)
+        self.start = board.get(loader, slot, START)
         # Under the loader's lock: where collated batches on their way begin
         # with a record of this range (the points a split may cut at below
         # the frontier), the first record not collated yet, and whether its
@@ -301,7 +78,7 @@ class SharedTracker:
         self._starts: list[int] = []
         self._frontier = self.start
         self._mixed_tail = False
-        end = board.get(loader, slot, _END)
+        end = board.get(loader, slot, END)
         # (position, the server's end, the end to deliver, last received) when it last held its slot.
         self._seen = (self.start, end, end, False)
 
@@ -316,10 +93,10 @@ class SharedTracker:
         if not self.board.holds(self.loader, self.slot, self.lease):
             return False
         self._seen = (
-            self._get(_NEXT),
-            self._get(_END),
+            self._get(NEXT),
+            self._get(END),
             self.board.end_of(self.loader, self.slot),
-            bool(self._get(_LAST)),
+            bool(self._get(LAST)),
         )
         return True
 
@@ -366,26 +143,26 @@ class SharedTracker:
         ``RangeTracker.try_split``'s rule for too little left.
         """
         with self.board.locked(self.loader):
-            if not self._holds() or self._get(_CUT) != _NONE or self._mixed_tail or self._get(_STOP) != _NONE:
+            if not self._holds() or self._get(CUT) != NONE or self._mixed_tail or self._get(STOP) != NONE:
                 return None
-            end = self._get(_END)
-            point = max(at, self._get(_NEXT))
+            end = self._get(END)
+            point = max(at, self._get(NEXT))
             points = [start for start in self._starts if start >= point]
             point = points[0] if points else max(point, self._frontier)
             fewest = max(1, min(min_records, end - at))
             if point > end - fewest or point <= self.start:
                 return None
-            self._set(_CUT, point)
+            self._set(CUT, point)
             return point
 
     def settle_split(self, accepted: bool) -> None:
         with self.board.locked(self.loader):
             if not self._holds():
                 return
-            cut = self._get(_CUT)
-            if accepted and cut != _NONE:
-                self._set(_END, min(self._get(_END), cut))
-            self._set(_CUT, _NONE)
+            cut = self._get(CUT)
+            if accepted and cut != NONE:
+                self._set(END, min(self._get(END), cut))
+            self._set(CUT, NONE)
 
     def stop(self) -> None:
         """The lease was lost, or its loop stopped: nothing more of it is delivered."""
@@ -402,8 +179,8 @@ class SharedTracker:
                 return self._seen[0], self._received_whole()
             whole = self._received_whole()
             if not whole:
-                self._set(_STOP, self._get(_NEXT))
-                self._set(_CUT, _NONE)
+                self._set(STOP, self._get(NEXT))
+                self._set(CUT, NONE)
                 self._holds()
             return self._seen[0], whole
 
@@ -412,15 +189,15 @@ class SharedTracker:
         """Whether record ``position`` may go into a batch being collated; None: an offer below it is on its way."""
         if not self._holds():
             return False  # its slot was freed: the loop received the range whole, and this lies past its end
-        cut = self._get(_CUT)
-        if cut != _NONE and position >= cut:
+        cut = self._get(CUT)
+        if cut != NONE and position >= cut:
             return None
         return position < self._seen[2]
 
     def collated(self, first: int, end: int, begins_batch: bool, others_after: bool) -> None:
         if not self._holds():
             return
-        next_received = self._get(_NEXT)
+        next_received = self._get(NEXT)
         self._starts = [start for start in self._starts if start >= next_received]
         if begins_batch:
             self._starts.append(first)

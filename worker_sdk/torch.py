@@ -38,7 +38,7 @@ import os
 from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
-from . import loader_receipts, look_ahead, receipts, stall
+from . import loader_board, loader_receipts, look_ahead, receipts, stall
 from .names import default_worker_name
 from .queue import WorkQueue
 
@@ -76,7 +76,7 @@ class WorkQueueDataset(IterableDataset):
         # Where the loop's process claims what it received, when a
         # WorkQueueLoader has loader processes (worker_sdk.receipts), and
         # whether it collates lists of records.
-        self.board: receipts.Board | None = None
+        self.board: loader_board.Board | None = None
         self.batched = self.drop_last = False
 
     def __iter__(self) -> Iterator:
@@ -163,7 +163,7 @@ class WorkQueueLoader(DataLoader):
         super().__init__(dataset, *args, **kwargs)
         # Made for each pass with loaders (persistent ones: the first), before they start.
         self.turns: LoaderTurns | None = None
-        self.board: receipts.Board | None = None
+        self.board: loader_board.Board | None = None
         if self.num_workers > 0:
             # Each batch tagged with the records in it (worker_sdk.receipts).
             self.collate_fn = loader_receipts.Collate(self.collate_fn)
@@ -181,7 +181,7 @@ class WorkQueueLoader(DataLoader):
         fresh = not (self.persistent_workers and self._iterator is not None)
         if self.num_workers > 0:
             if fresh:
-                self.board = receipts.Board(
+                self.board = loader_board.Board(
                     self.num_workers, self.multiprocessing_context or multiprocessing.get_context()
                 )
             else:

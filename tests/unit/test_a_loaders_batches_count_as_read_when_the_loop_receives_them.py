@@ -17,7 +17,7 @@ import threading
 
 import pytest
 
-from worker_sdk import receipts
+from worker_sdk import loader_board, receipts
 from worker_sdk.protocol import Lease
 
 pytestmark = pytest.mark.timeout(30)
@@ -29,7 +29,7 @@ def range_lease(lease_id: int, start: int, end: int) -> Lease:
     return Lease(lease_id, 1, f"/part?start={start}&end={end}", 0, lease_id, start=start, end=end)
 
 
-def reading(board: receipts.Board, lease: Lease) -> receipts.SharedTracker:
+def reading(board: loader_board.Board, lease: Lease) -> receipts.SharedTracker:
     slot = board.take_slot(LOADER, lease)
     assert slot is not None
     return receipts.SharedTracker(board, LOADER, slot, lease)
@@ -39,7 +39,7 @@ def batch(tracker: receipts.SharedTracker, first: int, end: int, last: bool = Fa
     return receipts.encode([(LOADER, tracker.slot, tracker.lease.id, first, end, int(last))])
 
 
-def collated(board: receipts.Board, tracker: receipts.SharedTracker, *batches, others_after: bool = False) -> None:
+def collated(board: loader_board.Board, tracker: receipts.SharedTracker, *batches, others_after: bool = False) -> None:
     """The loader collated these batches of the range, each beginning with one of its records."""
     with board.locked(LOADER):
         for first, end in batches:
@@ -48,7 +48,7 @@ def collated(board: receipts.Board, tracker: receipts.SharedTracker, *batches, o
 
 @pytest.fixture
 def board():
-    board = receipts.Board(1, multiprocessing.get_context("fork"))
+    board = loader_board.Board(1, multiprocessing.get_context("fork"))
     board.started(LOADER)  # this process plays the loader
     return board
 
@@ -144,7 +144,7 @@ def test_the_loop_drops_a_batch_whose_loader_died_with_an_offer_on_its_way(board
 
 def test_a_dead_loaders_leases_are_found_with_what_the_loop_received():
     context = multiprocessing.get_context("fork")
-    dead = receipts.Board(2, context)
+    dead = loader_board.Board(2, context)
     dead.started(0)  # a live loader: its leases are its own to settle
     loader = context.Process(target=dead.started, args=(1,))
     loader.start()
@@ -176,7 +176,7 @@ def test_a_dead_loaders_leases_are_found_with_what_the_loop_received():
     assert alive.position == 4
 
 
-def _hold_the_lock_and_die(board: receipts.Board) -> None:
+def _hold_the_lock_and_die(board: loader_board.Board) -> None:
     board.started(LOADER)
     with board.locked(LOADER):
         os.kill(os.getpid(), signal.SIGKILL)
