@@ -45,16 +45,14 @@ def test_a_loop_that_stops_mid_slice_leaves_only_its_unread_records(shape, sdk_e
     assert job["state"] == "done" and job["splits"] >= 1, job
 
 
-@pytest.mark.timeout(150)
-def test_a_loop_that_stops_in_the_last_batches_of_the_queue_leaves_them_unread(sdk_env, celery_worker, tmp_path):
-    # A slice of 60 records and a slow loop: a loader is at most the
-    # DataLoader's prefetch (2 records) ahead of it, and finds the queue's
-    # end once the loop has had its 59th record and works on it (50 ms).
-    # The loop then stops: the last record was on its way, and goes back.
-    lines, stop_after = 60, 59
-    works, queue, barriers = one_slice_apart(tmp_path, sdk_env, "stop-last", lines, "quitter", "finisher")
+def quit_then_finish(sdk_env, tmp_path, label, lines, shape, work, stop_after):
+    """A ``shape`` loop working ``work`` s per record stops after ``stop_after`` records of a one-slice job; a ``ranges()`` loop reads the rest.
+
+    Every record is read once, and the job ends.
+    """
+    works, queue, barriers = one_slice_apart(tmp_path, sdk_env, label, lines, "quitter", "finisher")
     quitter = Lines(
-        start_reader(sdk_env, "loader", queue.name, 1, 0.05, "quitter", works, barriers[0], 1, stop_after=stop_after)
+        start_reader(sdk_env, shape, queue.name, 1, work, "quitter", works, barriers[0], 1, stop_after=stop_after)
     )
     assert quitter.ended_well(90)
     assert len(quitter.read) == stop_after
@@ -63,6 +61,15 @@ def test_a_loop_that_stops_in_the_last_batches_of_the_queue_leaves_them_unread(s
     check_exactly_once(works, Counter(quitter.read + finisher.read))
     assert len(finisher.read) == lines - stop_after
     assert queue._client.job(queue.job["id"])["state"] == "done"
+
+
+@pytest.mark.timeout(150)
+def test_a_loop_that_stops_in_the_last_batches_of_the_queue_leaves_them_unread(sdk_env, celery_worker, tmp_path):
+    # A slice of 60 records and a slow loop: a loader is at most the
+    # DataLoader's prefetch (2 records) ahead of it, and finds the queue's
+    # end once the loop has had its 59th record and works on it (50 ms).
+    # The loop then stops: the last record was on its way, and goes back.
+    quit_then_finish(sdk_env, tmp_path, "stop-last", 60, "loader", 0.05, 59)
 
 
 @pytest.mark.timeout(150)
@@ -72,17 +79,4 @@ def test_a_loop_that_stops_before_the_last_partial_batch_leaves_it_unread(sdk_en
     # works on its 37th batch (80 ms) and stops before it gets that one.
     # Before, the loader acknowledged it as its records ended, and its 5
     # records were never read.
-    lines, stop_after = 301, 296
-    works, queue, barriers = one_slice_apart(tmp_path, sdk_env, "stop-partial", lines, "quitter", "finisher")
-    quitter = Lines(
-        start_reader(
-            sdk_env, "loader-batches", queue.name, 1, 0.01, "quitter", works, barriers[0], 1, stop_after=stop_after
-        )
-    )
-    assert quitter.ended_well(90)
-    assert len(quitter.read) == stop_after
-    finisher = Lines(start_reader(sdk_env, "ranges", queue.name, 1, 0.0, "finisher", works, barriers[1], 1))
-    assert finisher.ended_well(90)
-    check_exactly_once(works, Counter(quitter.read + finisher.read))
-    assert len(finisher.read) == lines - stop_after
-    assert queue._client.job(queue.job["id"])["state"] == "done"
+    quit_then_finish(sdk_env, tmp_path, "stop-partial", 301, "loader-batches", 0.01, 296)
