@@ -23,7 +23,8 @@ first in the next epoch (``EpochPlan.dropped``).
 
 **Steps agreed one at a time** (records unknown: works read whole). Each
 step every rank says whether it has a batch (one all-reduce of one number,
-the minimum): the epoch ends for all at the first rank that has none.
+the minimum, started while the step before trains): the epoch ends for all
+at the first rank that has none.
 Loaders then hand each record over with its lease, and the main process
 completes an item once it has trained on its last record; the items it has
 not trained on to the end are given back unread, without using an attempt

@@ -237,23 +237,33 @@ class SyncLoader:
         # that the next batch's takes and reads overlap this step (records
         # handed over are acknowledged by the ledger, not by a take ahead).
         ahead = self._ahead(self._loader(plan, _HandedCollate(self.collate_fn)), AHEAD_BATCHES)
+        batch = None
         try:
+            meter.wait()
+            batch = next(ahead, None)
+            meter.got()
+            agreed = _Agreement(self.group)
+            agreed.start(batch is not None)
             while True:
-                meter.wait()
-                batch = next(ahead, None)
-                meter.got()  # the all-reduce below waits for the other ranks, not for data
-                if not _every_rank_has(batch is not None, self.group):
-                    if batch is not None:
-                        ledger.seen(batch[1])
+                if not agreed.result():  # a wait for the other ranks, not for data
                     return
                 data, handed = batch
                 ledger.seen(handed)
+                # The next batch's agreement runs while this step trains: the
+                # rank waits on it after the step, and only when a peer is
+                # behind. So the next batch is in hand before this one goes.
+                meter.wait()
+                batch = next(ahead, None)
+                meter.got()
+                agreed.start(batch is not None)
                 yield data
                 ledger.trained(handed)  # the caller asked for the next batch: the step ran
                 self.stats.steps += 1
         finally:
             # The reading stops (the loader processes end) before the items
             # go back, those of batches read ahead and never trained on too.
+            if batch is not None:
+                ledger.seen(batch[1])
             for _data, handed in ahead.close():
                 ledger.seen(handed)
             ledger.give_back(f"epoch {plan.epoch} stopped before this rank trained on the whole item")
@@ -380,15 +390,43 @@ def _barrier(group) -> None:
         dist.barrier(group=group)
 
 
-def _every_rank_has(mine: bool, group) -> bool:
-    """Whether every rank has a batch: one all-reduce (the minimum) of one number per step."""
-    import torch
-    import torch.distributed as dist
+class _Agreement:
+    """Whether every rank has a batch: one all-reduce (the minimum) of one number a step, started early, read later.
 
-    _rank, world = _rank_and_world(group)
-    if world == 1:
-        return mine
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" else "cpu"
-    flag = torch.tensor([1 if mine else 0], device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
-    return bool(flag.item())
+    ``start`` comes before the step before the one it decides, and
+    ``result`` after it: the collective overlaps the training, and a rank
+    waits on it only when a peer is behind. Every rank starts its
+    agreements and its steps' own collectives (DDP's gradients) in the same
+    order, which is all a process group asks. One is in flight at a time.
+    """
+
+    def __init__(self, group):
+        import torch.distributed as dist
+
+        self.group, self.world = group, _rank_and_world(group)[1]
+        self.device = None
+        if self.world > 1:
+            import torch
+
+            self.device = (
+                torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" else "cpu"
+            )
+        self.answer: bool | None = None
+        self.work = self.flag = None
+
+    def start(self, mine: bool) -> None:
+        if self.world == 1:
+            self.answer = mine
+            return
+        import torch
+        import torch.distributed as dist
+
+        self.answer = None
+        self.flag = torch.tensor([1 if mine else 0], device=self.device)
+        self.work = dist.all_reduce(self.flag, op=dist.ReduceOp.MIN, group=self.group, async_op=True)
+
+    def result(self) -> bool:
+        if self.answer is None:
+            self.work.wait()
+            self.answer, self.work = bool(self.flag.item()), None
+        return self.answer

@@ -2,7 +2,7 @@
 
     torchrun --standalone --nproc_per_node=N tests/sync/ddp_rank.py --name NAME [--slices S] [--epochs E]
         [--batch B] [--loaders L] [--slow-rank R] [--slow 0.01] [--checkpoint DIR] [--die-at RANK:EPOCH:STEP]
-        [--stop-after EPOCH] [--lagging-gloo] --out DIR WORK...
+        [--stop-after EPOCH] [--leave-at EPOCH:STEP] [--lagging-gloo] --out DIR WORK...
 
 Each step is a real DDP step (a forward and a backward of a tiny model, whose
 gradients every rank all-reduces), so ranks that ran different numbers of
@@ -41,6 +41,7 @@ def main():
     parser.add_argument("--checkpoint", default=None)
     parser.add_argument("--die-at", default=None, help="RANK:EPOCH:STEP: that rank SIGKILLs itself there (first run)")
     parser.add_argument("--stop-after", type=int, default=None, help="end the run after this epoch (and its save)")
+    parser.add_argument("--leave-at", default=None, help="EPOCH:STEP: every rank leaves that epoch's loop there")
     parser.add_argument("--lagging-gloo", action="store_true", help="gloo's threads run late (lag_gloo_threads)")
     parser.add_argument("--out", required=True)
     parser.add_argument("works", nargs="+")
@@ -67,6 +68,7 @@ def main():
         first_epoch = loader.epoch
         print(f"rank {rank} resumed at epoch {first_epoch}", flush=True)
     die = [int(part) for part in args.die_at.split(":")] if args.die_at else None
+    leave = tuple(int(part) for part in args.leave_at.split(":")) if args.leave_at else None
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     restarted = attempt > 0
     report = open(os.path.join(args.out, f"rank{rank}-{attempt}.txt"), "w")
@@ -76,6 +78,8 @@ def main():
         for step, batch in enumerate(loader):
             if die and not restarted and (rank, epoch, step) == tuple(die):
                 os.kill(os.getpid(), 9)
+            if (epoch, step) == leave:
+                break  # a loop that runs a set number of steps: the batch in hand is not trained on
             x = torch.ones(len(batch), 1)
             loss = model(x).sum()
             optimizer.zero_grad()
