@@ -77,11 +77,14 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
                     "sync": False,
                     "holder": None,  # the server itself (server/callers.py)
                     "scope": None,
+                    "ahead": False,  # a take for the item the loop asks for now
+                    "started": [],  # no lease taken ahead to mark started
                 }
                 cur.execute(execute, [params[key] for key in names])
                 rows = cur.fetchall()
-            items += len(rows[0][4])
-            held = [(row[6], row[7]) for row in rows if row[6] is not None]
+                column = {c.name: i for i, c in enumerate(cur.description)}  # by name: take.sql gains columns
+            items += len(rows[0][column["completed"]])
+            held = [(row[column["id"]], row[column["token"]]) for row in rows if row[column["id"]] is not None]
             latencies.append(time.perf_counter() - began)
     out.put((items, latencies))
 
