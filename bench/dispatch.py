@@ -62,33 +62,44 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
         while time.time() < deadline:
             began = time.perf_counter()
             with conn.cursor() as cur:
-                params = {
-                    "job": job["id"],
-                    "worker": worker,
-                    "consumer": worker,
-                    "count": 1,
-                    "tail_window": job["tail_window"],
-                    "ids": [h[0] for h in held],
-                    "tokens": [h[1] for h in held],
-                    "records": [None] * len(held),
-                    "key": None,  # unkeyed, as the raw baseline
-                    "ttl": 600,
-                    "tracks": False,
-                    "upto": None,
-                    "from": None,
-                    "sync": False,
-                    "holder": None,  # the server itself (server/callers.py)
-                    "scope": None,
-                    "ahead": False,  # a take for the item the loop asks for now
-                    "started": [],  # no lease taken ahead to mark started
-                }
+                params = take_params(job, worker, 1, held)
                 cur.execute(execute, [params[key] for key in names])
                 rows = cur.fetchall()
-                column = {c.name: i for i, c in enumerate(cur.description)}  # by name: take.sql gains columns
-            items += len(rows[0][column["completed"]])
-            held = [(row[column["id"]], row[column["token"]]) for row in rows if row[column["id"]] is not None]
+                completed = rows[0][[c.name for c in cur.description].index("completed")]
+                held = leased(cur, rows)
+            items += len(completed)
             latencies.append(time.perf_counter() - began)
     out.put((items, latencies))
+
+
+def take_params(job: dict, worker: str, count: int, held: list[tuple[int, int]]) -> dict:
+    """take.sql's parameters as the service binds them for a plain take (unkeyed) carrying ``held``'s completions."""
+    return {
+        "job": job["id"],
+        "worker": worker,
+        "consumer": worker,
+        "count": count,
+        "tail_window": job["tail_window"],
+        "ids": [h[0] for h in held],
+        "tokens": [h[1] for h in held],
+        "records": [None] * len(held),
+        "key": None,  # unkeyed, as the raw baseline
+        "ttl": 600,
+        "tracks": False,
+        "upto": None,
+        "from": None,
+        "sync": False,
+        "holder": None,  # the server itself (server/callers.py)
+        "scope": None,
+        "ahead": False,  # a take for the item the loop asks for now
+        "started": [],  # no lease taken ahead to mark started
+    }
+
+
+def leased(cursor, rows) -> list[tuple[int, int]]:
+    """The (id, token) of each lease in take.sql's result, its columns read by name (the statement gains columns)."""
+    column = {c.name: i for i, c in enumerate(cursor.description)}
+    return [(row[column["id"]], row[column["token"]]) for row in rows if row[column["id"]] is not None]
 
 
 def http_client(

@@ -62,26 +62,8 @@ def _heartbeat_loop(dsn: str, job: dict, seconds: float, start_at: float):
 
     worker = f"hb-{os.getpid()}"
     with psycopg.connect(dsn, cursor_factory=psycopg.ClientCursor, autocommit=True) as conn:
-        params = {
-            "job": job["id"],
-            "worker": worker,
-            "consumer": worker,
-            "count": HOLD,
-            "tail_window": job["tail_window"],
-            "ids": [],
-            "tokens": [],
-            "records": [],
-            "key": None,
-            "ttl": 600,
-            "tracks": False,
-            "upto": None,
-            "from": None,
-            "sync": False,
-            "holder": None,  # the server itself (server/callers.py)
-            "scope": None,
-        }
-        rows = conn.execute(job["take"], params).fetchall()
-        held = [(row[6], row[7]) for row in rows if row[6] is not None]
+        cursor = conn.execute(job["take"], dispatch.take_params(job, worker, HOLD, []))
+        held = dispatch.leased(cursor, cursor.fetchall())
         text, names = sql.number(job["extend"])
         conn.execute(f"PREPARE shardline_extend AS {text}")
         execute = f"EXECUTE shardline_extend ({', '.join(['%s'] * len(names))})"
@@ -89,7 +71,11 @@ def _heartbeat_loop(dsn: str, job: dict, seconds: float, start_at: float):
             "ids": [h[0] for h in held],
             "tokens": [h[1] for h in held],
             "positions": [None] * len(held),
+            "started": [False] * len(held),
             "waiting": None,
+            "stall_clock": None,  # no data-stall counts with these heartbeats
+            "stall_waited": None,
+            "stall_busy": None,
             "holder": None,
             "scope": None,
         }

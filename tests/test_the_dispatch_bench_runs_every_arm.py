@@ -4,8 +4,9 @@ Its raw-SQL arm runs server/sql/take.sql itself, with the parameters the
 service binds. When the statement gained two parameters and a column, the
 arm failed, and nobody knew until the benchmark was next run
 (bench/RESULTS.md, "Dispatch after the end-of-job pace rule"). A short run
-of every arm keeps it runnable, and with it bench/trigger_ab.py and
-bench/trust_overhead.py, which use its clients.
+of every arm keeps it runnable, and with it the parameters
+bench/trigger_ab.py binds (``dispatch.take_params``) and the clients
+bench/trust_overhead.py runs.
 """
 
 import os
