@@ -42,6 +42,8 @@ with this one).
 from __future__ import annotations
 
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, NamedTuple
@@ -229,12 +231,18 @@ class Ledger:
     """The main process's account of handed records (steps agreed one by one): completes, and gives back, items.
 
     ``leases``: the queue's ``handed_leases()``, through which it settles them.
+    An item's completion goes on a thread of its own (one at a time, in
+    order): the training loop does not wait on the server between steps.
+    ``give_back`` waits for those still on their way, then raises the
+    first error one met (a lost lease is none: it is read again).
     """
 
     leases: HandedLeases
     stats: SyncStats = field(default_factory=SyncStats)
     # lease id -> (token, records trained on so far)
     _open: dict[int, list] = field(default_factory=dict)
+    _sender: ThreadPoolExecutor | None = None
+    _sending: deque = field(default_factory=deque)  # completions on their way, oldest first
 
     def trained(self, handed: list[Run]) -> None:
         """The records of a step that ran: items whose last record was among them are completed."""
@@ -251,19 +259,37 @@ class Ledger:
             self._open.setdefault(run.lease_id, [run.token, 0])
 
     def give_back(self, reason: str) -> None:
-        """Every item seen and not completed goes back unread, without using an attempt."""
-        for lease_id, (token, trained) in list(self._open.items()):
-            try:
-                self.leases.release(lease_id, token, reason)
-            except errors.LeaseLostError:
-                pass  # its loader process gave it back as it ended, or it expired: read again all the same
-            self.stats.released += 1
-            self.stats.reread += trained
-            del self._open[lease_id]
+        """Every item seen and not completed goes back unread, without using an attempt (once the completions are sent)."""
+        try:
+            self._sent(wait=True)
+        finally:
+            if self._sender is not None:
+                self._sender.shutdown()
+                self._sender = None
+            for lease_id, (token, trained) in list(self._open.items()):
+                try:
+                    self.leases.release(lease_id, token, reason)
+                except errors.LeaseLostError:
+                    pass  # its loader process gave it back as it ended, or it expired: read again all the same
+                self.stats.released += 1
+                self.stats.reread += trained
+                del self._open[lease_id]
 
     def _complete(self, lease_id: int, token: int) -> None:
+        self._sent(wait=False)  # an earlier completion's error reaches the loop here
+        if self._sender is None:
+            self._sender = ThreadPoolExecutor(1, thread_name_prefix="shardline-ledger")
+        self._sending.append(self._sender.submit(self._send, lease_id, token))
+
+    def _send(self, lease_id: int, token: int) -> bool:
         try:
             self.leases.complete(lease_id, token)
-            self.stats.completed += 1
+            return True
         except errors.LeaseLostError:
-            pass  # it expired (a step over the lease timeout): it is read again
+            return False  # it expired (a step over the lease timeout): it is read again
+
+    def _sent(self, wait: bool) -> None:
+        """Counts the completions answered (all of them, with ``wait``); raises the first one's error."""
+        while self._sending and (wait or self._sending[0].done()):
+            if self._sending.popleft().result():
+                self.stats.completed += 1
