@@ -132,6 +132,7 @@ def rank_main(args):
     from worker_sdk.torch import SyncLoader
 
     faulthandler.enable()  # a rank that aborts says where
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # and one killed at --run-timeout, where it hung
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
@@ -316,13 +317,23 @@ def run_group(command: list, env: dict, timeout: float, out: Path) -> subprocess
         try:
             process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            for pid in [process.pid, *processes_naming(str(out))]:
+            stuck = [pid for pid in processes_naming(str(out)) if pid != process.pid]
+            for pid in stuck:
+                # Each rank and loader dumps its threads' stacks into stderr.txt
+                # (rank_main registers the dump), one at a time: dumps written
+                # at once into one file interleave.
+                try:
+                    os.kill(pid, signal.SIGUSR1)
+                except ProcessLookupError:
+                    pass
+                time.sleep(0.3)  # no marker to wait on: the dump goes to the file read after the kill
+            for pid in [process.pid, *stuck]:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
             process.wait()
-            stderr.write(f"\nkilled after {timeout:.0f} s (--run-timeout)")
+            stderr.write(f"\nkilled after {timeout:.0f} s (--run-timeout), after each process dumped its stacks")
         stdout.seek(0)
         stderr.seek(0)
         return subprocess.CompletedProcess(command, process.returncode, stdout.read(), stderr.read())
@@ -371,6 +382,13 @@ def bench(args):
     from worker_sdk import WorkQueue, sync
 
     call_command("migrate", verbosity=0, interactive=False)
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        # What autovacuum does in a deployment. It is off on some machines,
+        # where other benches' dead item rows once made the server's CPU per
+        # 1,000 records 125 ms where it is 3-8 (bench/RESULTS.md).
+        cursor.execute("VACUUM ANALYZE")
     user, _ = accounts.ensure_user("bench", "worker")
     _token, key = accounts.create_token(user, "worker", name="ddp sync bench")
     server = ServerProcess(database_url(settings.DATABASES["default"]), workers=4).start()
