@@ -327,7 +327,9 @@ def run_group(command: list, env: dict, timeout: float, out: Path) -> subprocess
                 except ProcessLookupError:
                     pass
                 time.sleep(0.3)  # no marker to wait on: the dump goes to the file read after the kill
-            for pid in [process.pid, *stuck]:
+            # Listed again: the ranks ran on while they dumped, and a new
+            # epoch's DataLoader starts loader processes of its own.
+            for pid in [process.pid, *processes_naming(str(out))]:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
