@@ -65,8 +65,9 @@ def _raw_sql_loop(dsn: str, job: dict, seconds: float, start_at: float, out):
                 params = take_params(job, worker, 1, held)
                 cur.execute(execute, [params[key] for key in names])
                 rows = cur.fetchall()
-                completed = rows[0][[c.name for c in cur.description].index("completed")]
-                held = leased(cur, rows)
+                column = columns(cur)
+                completed = rows[0][column["completed"]]
+                held = leased(rows, column)
             items += len(completed)
             latencies.append(time.perf_counter() - began)
     out.put((items, latencies))
@@ -96,9 +97,13 @@ def take_params(job: dict, worker: str, count: int, held: list[tuple[int, int]])
     }
 
 
-def leased(cursor, rows) -> list[tuple[int, int]]:
-    """The (id, token) of each lease in take.sql's result, its columns read by name (the statement gains columns)."""
-    column = {c.name: i for i, c in enumerate(cursor.description)}
+def columns(cursor) -> dict[str, int]:
+    """take.sql's result columns by name: the statement gains columns, so none is read by position."""
+    return {c.name: i for i, c in enumerate(cursor.description)}
+
+
+def leased(rows, column: dict[str, int]) -> list[tuple[int, int]]:
+    """The (id, token) of each lease in take.sql's result (``column``: ``columns(cursor)``)."""
     return [(row[column["id"]], row[column["token"]]) for row in rows if row[column["id"]] is not None]
 
 

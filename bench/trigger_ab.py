@@ -63,7 +63,7 @@ def _heartbeat_loop(dsn: str, job: dict, seconds: float, start_at: float):
     worker = f"hb-{os.getpid()}"
     with psycopg.connect(dsn, cursor_factory=psycopg.ClientCursor, autocommit=True) as conn:
         cursor = conn.execute(job["take"], dispatch.take_params(job, worker, HOLD, []))
-        held = dispatch.leased(cursor, cursor.fetchall())
+        held = dispatch.leased(cursor.fetchall(), dispatch.columns(cursor))
         text, names = sql.number(job["extend"])
         conn.execute(f"PREPARE shardline_extend AS {text}")
         execute = f"EXECUTE shardline_extend ({', '.join(['%s'] * len(names))})"
