@@ -214,7 +214,7 @@ def rank_main(args):
     # The group's last reference must be this one, not the DDP model's: a
     # Reducer freed with the model joins gloo's threads holding the GIL, which
     # one of them waits for (the sampler's ranks hung there; the SDK's
-    # ranks end their groups this way too, worker_sdk/torch_sync.py).
+    # ranks end their groups this way too, worker_sdk/collectives.py).
     group = dist.group.WORLD
     del model, optimizer
     gc.collect()

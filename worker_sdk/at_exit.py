@@ -6,7 +6,7 @@ still open elsewhere expires and is read again). After an uncaught exception (th
 ``sys.last_value``) the items are left to expire and be read again.
 
 Integrations add what must end after the queues and before the interpreter
-finalizes (``after_queues``): worker_sdk.torch_sync ends the process groups its
+finalizes (``after_queues``): worker_sdk.collectives ends the process groups its
 SyncLoaders used there.
 """
 

@@ -101,7 +101,7 @@ def main():
     report.close()
     queue.close()
     dist.barrier()  # no rank tears gloo down while another is still in its last collective
-    dist.destroy_process_group()  # the SDK ends the group itself at exit (worker_sdk.torch_sync, _end_process_groups)
+    dist.destroy_process_group()  # the SDK ends the group itself at exit (worker_sdk.collectives, end_process_groups)
 
 
 def lag_gloo_threads():

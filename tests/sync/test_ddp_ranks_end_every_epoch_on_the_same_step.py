@@ -36,7 +36,7 @@ def test_sliced_works_run_the_same_steps_on_every_rank_and_read_each_record_once
 
 
 # A slow rank: the other waits for it in each step's agreement, which runs
-# while the step trains (worker_sdk.torch_sync, _Agreement).
+# while the step trains (worker_sdk.collectives, Agreement).
 @pytest.mark.parametrize("loaders", [0, 2])
 def test_works_read_whole_agree_on_each_step_and_give_back_what_was_not_trained(
     loaders, sdk_env, celery_worker, tmp_path

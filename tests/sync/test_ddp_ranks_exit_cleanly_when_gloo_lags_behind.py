@@ -10,7 +10,7 @@ after its work and checkpoint were done: rarely on its own (1 make test in 2,
 over a few dozen rank exits), so ddp_rank.py --lagging-gloo widens that race:
 each rank on one CPU, gloo's threads at SCHED_IDLE there, so they run only
 while the main thread waits. Before the SDK ended the groups its SyncLoaders
-use itself (worker_sdk.torch_sync, _end_process_groups), 9 of 10 such 4-rank runs
+use itself (worker_sdk.collectives, end_process_groups), 9 of 10 such 4-rank runs
 here aborted, none of 10 after. The checkpoint after each epoch is what
 leaves Python's tensors to those threads (torch.distributed.checkpoint's
 object collectives, and QueueState's).
