@@ -38,7 +38,7 @@ import os
 from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
-from . import loader_board, loader_receipts, look_ahead, receipts, stall
+from . import loader_board, loader_process, loader_receipts, look_ahead, receipts, stall
 from .names import default_worker_name
 from .queue import WorkQueue
 
@@ -60,11 +60,16 @@ class WorkQueueDataset(IterableDataset):
     ``reader`` must be picklable for ``num_workers > 0`` (a module-level
     function). An exception from the reader fails the item, so another
     attempt reads it, and then propagates.
+
+    Each loader process freezes the objects it inherited out of the garbage
+    collector as it starts (worker_sdk.loader_process); ``gc_freeze=False``
+    leaves them to it.
     """
 
-    def __init__(self, queue: WorkQueue, reader: Callable[[str], Iterable] | None = None):
+    def __init__(self, queue: WorkQueue, reader: Callable[[str], Iterable] | None = None, *, gc_freeze: bool = True):
         self.queue = queue
         self.reader = reader
+        self.gc_freeze = gc_freeze
         # Built in the main process: the name its loader processes lease for.
         self.consumer = queue.consumer or queue.worker or default_worker_name()
         # The main process's data-stall clock, when a WorkQueueLoader counts
@@ -83,6 +88,8 @@ class WorkQueueDataset(IterableDataset):
         info = get_worker_info()
         in_loader = info is not None
         if in_loader:
+            if self.gc_freeze:
+                loader_process.freeze_inherited()
             # Loader processes are forked or spawned copies of the queue: each
             # leases under its own name, for the main process.
             self.queue.worker = f"{self.consumer}:loader{info.id}:{os.getpid()}"

@@ -14,7 +14,7 @@ import multiprocessing.util
 import os
 from typing import Callable, Iterable
 
-from . import collectives, stall, sync
+from . import collectives, loader_process, stall, sync
 from .ahead import Ahead
 from .names import default_worker_name
 from .queue import WorkQueue
@@ -55,13 +55,24 @@ class _HandedCollate:
 class _EpochDataset(IterableDataset):
     """One rank's records of one synchronous epoch, read by the DataLoader's loader processes (or its own)."""
 
-    def __init__(self, queue: WorkQueue, reader, plan: sync.EpochPlan, consumer: str, clock: stall.Clock | None):
+    def __init__(
+        self,
+        queue: WorkQueue,
+        reader,
+        plan: sync.EpochPlan,
+        consumer: str,
+        clock: stall.Clock | None,
+        gc_freeze: bool,
+    ):
         self.queue, self.reader, self.plan, self.consumer, self.stall = queue, reader, plan, consumer, clock
+        self.gc_freeze = gc_freeze
 
     def __iter__(self):
         info = get_worker_info()
         index, loaders = (0, 1) if info is None else (info.id, info.num_workers)
         if info is not None:
+            if self.gc_freeze:
+                loader_process.freeze_inherited()
             self.queue.worker = f"{self.consumer}:loader{info.id}:{os.getpid()}"
             self.queue.consumer = self.consumer
             if self.stall is not None:
@@ -112,8 +123,11 @@ class SyncLoader:
     what it ran and gave back. See worker_sdk.sync for how.
 
     ``reader(item)`` (picklable, for ``num_workers > 0``) yields an item's
-    records in order; by default the SDK's readers. Other keyword arguments
-    go to the DataLoader (not ``batch_size``, ``sampler``, ``shuffle``).
+    records in order; by default the SDK's readers. Each loader process
+    freezes the objects it inherited out of the garbage collector as it
+    starts (worker_sdk.loader_process); ``gc_freeze=False`` leaves them to
+    it. Other keyword arguments go to the DataLoader (not ``batch_size``,
+    ``sampler``, ``shuffle``).
     """
 
     def __init__(
@@ -125,6 +139,7 @@ class SyncLoader:
         num_workers: int = 0,
         collate_fn: Callable | None = None,
         group=None,
+        gc_freeze: bool = True,
         **loader_kwargs,
     ):
         from torch.utils.data import default_collate
@@ -133,6 +148,7 @@ class SyncLoader:
             raise ValueError(f"batch_size must be at least 1, not {batch_size}")
         self.queue, self.batch_size, self.reader = queue, batch_size, reader
         self.num_workers, self.group, self.loader_kwargs = num_workers, group, loader_kwargs
+        self.gc_freeze = gc_freeze
         self.collate_fn = collate_fn or default_collate
         self.consumer = queue.consumer or queue.worker or default_worker_name()
         self.epoch = 0
@@ -189,7 +205,7 @@ class SyncLoader:
     def _loader(self, plan: sync.EpochPlan, collate) -> DataLoader:
         # Loader processes hold the leases: they send the rank's data-stall clock.
         clock = self._stall_clock().shared() if self.num_workers > 0 else None
-        dataset = _EpochDataset(self.queue, self.reader, plan, self.consumer, clock)
+        dataset = _EpochDataset(self.queue, self.reader, plan, self.consumer, clock, self.gc_freeze)
         return DataLoader(
             dataset, batch_size=self.batch_size, num_workers=self.num_workers, collate_fn=collate, **self.loader_kwargs
         )
