@@ -1,5 +1,5 @@
 -- Shardline's rules in the database: every function, view and trigger of its
--- schema, as the migrations leave them. The tables are Django's (server/models.py).
+-- schema, as the migrations leave them. The tables are Django's (server/models/).
 --
 -- schema version: 25 (migrations/0025_service_now is the last to change this file)
 --
