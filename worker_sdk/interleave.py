@@ -40,7 +40,7 @@ import threading
 import time
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-from . import stall
+from . import lease_records, stall
 from .ahead import put_unless_stopped
 from .protocol import Lease
 from .stream import QueueExhausted, Stream, exhausted_message
@@ -64,7 +64,7 @@ class _Reading:
         self.stream, self.lease = stream, lease
         ranged = lease.start is not None and lease.end is not None
         self.tracker: RangeTracker | None = stream.track(lease) if ranged else None
-        self._claim = stream.claimer(self.tracker)
+        self._claim = lease_records.claimer(stream, self.tracker)
         self.received = lease.start  # the position of the next record the consumer receives
         self.finished = threading.Event()  # the consumer received it whole, or its reader failed
 

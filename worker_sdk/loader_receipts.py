@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-from . import errors
+from . import errors, lease_records
 from .loader_board import OFFER_POLL, Board
 from .protocol import Lease
 from .receipts import DROPPED, SharedTracker, Tagged, encode
@@ -81,7 +81,7 @@ class LoaderReceipts:
         slot = self.board.take_slot(self.loader, lease) if ranged else None
         if slot is None:
             # Claimed as produced, as without a board.
-            for record in self.stream.records(lease, records):
+            for record in lease_records.read(self.stream, lease, records):
                 self._produced.append(_UNTRACKED)
                 yield record
             return

@@ -16,11 +16,10 @@ server stops counting its leases as worth waiting for (server/sql/at_end.sql).
 from __future__ import annotations
 
 import collections
-import functools
 import logging
 import random
 import threading
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterator
 
 from . import errors, stall
 from .at_end import mark_at_end, process_waits
@@ -29,8 +28,6 @@ from .protocol import Lease, TakeAnswer, TakeScope
 from .tracker import Budget, RangeTracker
 
 log = logging.getLogger("worker_sdk")
-
-_NOTHING = object()
 
 
 class QueueExhausted(errors.ShardlineError):
@@ -302,64 +299,6 @@ class Stream:
                 self.abort("the consumer stopped before finishing this item")
             raise
 
-    def records(self, lease: Lease, records: Iterable) -> Iterator:
-        """``records`` (a reader's output for ``lease``), acknowledging the lease when the reader is done.
-
-        The lease is completed once the reader is exhausted, before its last
-        record is handed on: a consumer that hands records to another process
-        (a DataLoader's loader) or a buffer is then never idle while holding
-        an item it has finished (with ``lag=None``, as the next take's
-        acknowledgement: a look-ahead sends it as the consumer starts the
-        next lease). A reader that raises, or a consumer that stops before
-        the end, gives the item back for another attempt.
-
-        For a record range (a slice), each record is claimed before it is
-        handed on (worker_sdk.tracker): when a split gave the rest of the
-        range to another worker, the reader is stopped at the split point.
-        ``records`` must then be the range's records in order, as every
-        reader of ``worker_sdk.readers`` yields them.
-        """
-        tracker = self.track(lease) if lease.start is not None and lease.end is not None else None
-        claim = self.claimer(tracker)
-        iterator = iter(records)
-        position = lease.start
-        last = _NOTHING
-        try:
-            for record in iterator:
-                if claim is not None:
-                    if not claim(position):
-                        break  # the rest of the range was split off
-                    position += 1
-                if last is not _NOTHING:
-                    yield last
-                last = record
-        except GeneratorExit:
-            self._untrack(lease, tracker)
-            self.settle(lease, "the consumer stopped before finishing this item")
-            raise
-        except Exception as exc:
-            self._untrack(lease, tracker)
-            self.settle(lease, f"{type(exc).__name__}: {exc}")
-            raise
-        finally:
-            close = getattr(iterator, "close", None)
-            if close is not None:
-                close()  # the reader's file, when the split stopped it early
-        self._untrack(lease, tracker)
-        if self.lag is None:
-            # Read ahead of its consumer's own takes (worker_sdk.look_ahead):
-            # acknowledged with the next take ahead, which leaves as the
-            # consumer starts the lease after this one.
-            self.consumed(lease)
-        else:
-            self.settle(lease)
-        if last is not _NOTHING:
-            yield last
-
-    def _untrack(self, lease: Lease, tracker) -> None:
-        if tracker is not None:
-            self.untrack(lease, tracker)
-
     def track(self, lease: Lease) -> RangeTracker:
         """A range tracker for reading ``lease`` (the leaser reports it and answers splits from it)."""
         return self._leaser().track(lease)
@@ -453,14 +392,3 @@ class Stream:
 
     def _holds_at_end(self) -> bool:
         return self.ended and bool(self.open)
-
-    def claimer(self, tracker: RangeTracker | None) -> Callable[[int], bool] | None:
-        """Claims a record of ``tracker``'s range for the consumer (False: a split gave it to another worker), counting its budget.
-
-        Bound once per reader, called once per record; None when nothing is claimed.
-        """
-        if tracker is None:
-            return None
-        if self.budget is None:
-            return tracker.try_claim
-        return functools.partial(self.budget.claim, tracker)

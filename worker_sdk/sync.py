@@ -48,7 +48,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-from . import errors, look_ahead, readers
+from . import errors, lease_records, look_ahead, readers
 from .client import Client
 from .tracker import Budget
 
@@ -175,7 +175,7 @@ def read_epoch(
             if handoff:
                 yield from _handed(lease, source)
             else:
-                yield from stream.records(lease, source)
+                yield from lease_records.read(stream, lease, source)
             if stream.budget is not None and stream.budget.left <= 0:
                 return
 

@@ -38,7 +38,7 @@ import os
 from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
-from . import loader_board, loader_process, loader_receipts, look_ahead, receipts, stall
+from . import lease_records, loader_board, loader_process, loader_receipts, look_ahead, receipts, stall
 from .names import default_worker_name
 from .queue import WorkQueue
 
@@ -125,7 +125,7 @@ class WorkQueueDataset(IterableDataset):
                     if loader is not None:
                         yield from loader.records(lease, self.reader(lease.item))
                     elif self.reader is not None:
-                        yield from stream.records(lease, self.reader(lease.item))
+                        yield from lease_records.read(stream, lease, self.reader(lease.item))
                     elif in_loader:
                         stream.settle(lease)  # handed to the main process: this loader is done with it
                         yield lease.item

@@ -11,7 +11,7 @@ asked of it found nothing to cut.
 
 import dataclasses
 
-from worker_sdk import WorkQueue
+from worker_sdk import WorkQueue, lease_records
 
 
 def test_untracking_an_older_lease_leaves_the_tracker_of_its_item_leased_again(sdk_env, tmp_path):
@@ -22,13 +22,13 @@ def test_untracking_an_older_lease_leaves_the_tracker_of_its_item_leased_again(s
     lease = first_reader.next()
     assert (lease.start, lease.end) == (0, 100)
     old_tracker = first_reader.track(lease)
-    assert first_reader.claimer(old_tracker)(0)
+    assert lease_records.claimer(first_reader, old_tracker)(0)
 
     # The same item, leased again under a newer token and read by a second reader.
     again = dataclasses.replace(lease, token=lease.token + 1)
     second_reader = queue.stream(tracks=True)
     new_tracker = second_reader.track(again)
-    claim = second_reader.claimer(new_tracker)
+    claim = lease_records.claimer(second_reader, new_tracker)
     assert claim(0) and claim(1)
 
     first_reader.untrack(lease, old_tracker)  # the first reader ends late
