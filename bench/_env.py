@@ -20,21 +20,35 @@ def percentile(values, q):
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def serve(token_name: str, workers: int = 4):
-    """Migrates the database, makes a worker token and starts the ASGI server of tests/support.py: (server, key).
+def prepare(token_name: str) -> str:
+    """Sets up Django, migrates and vacuums the database, and makes a worker token: the token's key.
 
-    The caller stops the server. Uses DATABASE_URL when set, else the embedded Postgres.
+    Uses DATABASE_URL when set, else the embedded Postgres. The vacuum is
+    what autovacuum does in a deployment: it is off on some machines, where
+    the dead item rows that earlier benches left once made the server's CPU
+    per 1,000 records 125 ms where it is 3-8 (bench/RESULTS.md).
     """
     import django
 
     django.setup()
-    from django.conf import settings
     from django.core.management import call_command
+    from django.db import connection
 
     from server.services import accounts
-    from tests.support import ServerProcess, database_url
 
     call_command("migrate", verbosity=0, interactive=False)
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
     user, _ = accounts.ensure_user("bench", "worker")
     _token, key = accounts.create_token(user, "worker", name=token_name)
+    return key
+
+
+def serve(token_name: str, workers: int = 4):
+    """``prepare``, then starts the ASGI server of tests/support.py: (server, key). The caller stops the server."""
+    key = prepare(token_name)
+    from django.conf import settings
+
+    from tests.support import ServerProcess, database_url
+
     return ServerProcess(database_url(settings.DATABASES["default"]), workers=workers).start(), key

@@ -71,7 +71,7 @@ import time
 import uuid
 from pathlib import Path
 
-from _env import ROOT  # first: it sets up the project
+from _env import ROOT, prepare  # first: it sets up the project
 
 MODES = {"planned": "sync planned", "agreed": "sync agreed", "sampler": "DistributedSampler"}
 NAME = "ddp-sync-bench"
@@ -373,26 +373,12 @@ def processes_naming(text: str) -> list[int]:
 
 
 def bench(args):
-    import django
-
-    django.setup()
+    key = prepare("ddp sync bench")
     from django.conf import settings
-    from django.core.management import call_command
 
-    from server.services import accounts
     from tests.support import ServerProcess, database_url
     from worker_sdk import WorkQueue, sync
 
-    call_command("migrate", verbosity=0, interactive=False)
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        # What autovacuum does in a deployment. It is off on some machines,
-        # where other benches' dead item rows once made the server's CPU per
-        # 1,000 records 125 ms where it is 3-8 (bench/RESULTS.md).
-        cursor.execute("VACUUM ANALYZE")
-    user, _ = accounts.ensure_user("bench", "worker")
-    _token, key = accounts.create_token(user, "worker", name="ddp sync bench")
     server = ServerProcess(database_url(settings.DATABASES["default"]), workers=4).start()
     args.server_group = server.process.pid  # started in a session of its own
     began = time.time()

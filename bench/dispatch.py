@@ -27,7 +27,7 @@ import statistics
 import time
 import uuid
 
-from _env import percentile  # first: it sets up the project
+from _env import percentile, prepare  # first: it sets up the project
 
 # --- client processes ------------------------------------------------------
 
@@ -195,19 +195,13 @@ def main():
     )
     args = parser.parse_args()
 
-    import django
-
-    django.setup()
+    key = prepare("bench")
     from django.conf import settings
-    from django.core.management import call_command
 
-    from server.services import accounts, jobs
+    from server.services import jobs
     from server.services.leases import TAIL_WINDOW
     from tests.support import ServerProcess, database_url
 
-    call_command("migrate", verbosity=0, interactive=False)
-    user, _ = accounts.ensure_user("bench", "worker")
-    _token, key = accounts.create_token(user, "worker", name="bench")
     db = settings.DATABASES["default"]
     dsn_url = database_url(db)
     conninfo = {

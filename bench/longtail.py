@@ -88,7 +88,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from _env import ROOT  # first: it sets up the project
+from _env import ROOT, prepare  # first: it sets up the project
 
 TARGET = 1.05
 
@@ -458,18 +458,11 @@ def main():
     args = parser.parse_args()
     parts = set(args.parts.split(","))
 
-    import django
-
-    django.setup()
+    key = prepare("longtail bench")
     from django.conf import settings
-    from django.core.management import call_command
 
-    from server.services import accounts
     from tests.support import ServerProcess, database_url
 
-    call_command("migrate", verbosity=0, interactive=False)
-    user, _ = accounts.ensure_user("bench", "worker")
-    _token, key = accounts.create_token(user, "worker", name="longtail bench")
     server = ServerProcess(
         database_url(settings.DATABASES["default"]), workers=4, extra_env={"LOG_LEVEL": args.server_log_level}
     ).start()

@@ -54,7 +54,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlparse
 
-from _env import percentile  # first: it sets up the project
+from _env import percentile, prepare  # first: it sets up the project
 
 WAIT = 20.0
 
@@ -372,19 +372,14 @@ def main():
     parser.add_argument("--json", default=None)
     parser.add_argument("--server-log-level", default="WARNING")
     args = parser.parse_args()
+    if args.rounds < len(args.via.split(",")):
+        parser.error(f"--rounds {args.rounds}: rounds alternate between the ways in --via, so at least one each")
 
-    import django
-
-    django.setup()
+    key = prepare("tail signals bench")
     from django.conf import settings
-    from django.core.management import call_command
 
-    from server.services import accounts
     from tests.support import ServerProcess, database_url
 
-    call_command("migrate", verbosity=0, interactive=False)
-    user, _ = accounts.ensure_user("bench", "worker")
-    _token, key = accounts.create_token(user, "worker", name="tail signals bench")
     metrics_dir = tempfile.mkdtemp(prefix="shardline-metrics-")
     server = ServerProcess(
         database_url(settings.DATABASES["default"]),
