@@ -16,8 +16,8 @@ from ..services import heartbeats
 from ..services import leases as lease_service
 from ..services import requests as request_service
 from ..services import splits as split_service
+from . import lease_serializers as s
 from . import responses as r
-from . import serializers as s
 from . import take_body, waits
 from .permissions import caller_of, visible_job
 from .views import ERROR, validated
