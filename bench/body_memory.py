@@ -18,7 +18,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import _env  # noqa: F401  (it sets up the project)
+from _env import prepare  # first: it sets up the project
 
 
 def main():
@@ -28,20 +28,13 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
 
-    import django
-
-    django.setup()
+    key = prepare("body memory bench")
     import psutil
     import requests
     from django.conf import settings
-    from django.core.management import call_command
 
-    from server.services import accounts
     from tests.support import ServerProcess, database_url
 
-    call_command("migrate", verbosity=0, interactive=False)
-    user, _ = accounts.ensure_user("bench-bodies", "worker")
-    _token, key = accounts.create_token(user, "worker")
     server = ServerProcess(database_url(settings.DATABASES["default"]), workers=1).start()
     try:
         (web,) = psutil.Process(server.process.pid).children()

@@ -35,7 +35,7 @@ import sys
 import time
 import uuid
 
-import _env  # noqa: F401  (it sets up the project)
+from _env import prepare  # first: it sets up the project
 
 
 def consumer(url: str, key: str, name: str, worker: str, items: int, cost: float, lease_timeout: float, start, out):
@@ -175,18 +175,11 @@ def main():
     parser.add_argument("--no-tfdata", action="store_true", help="leave tf.data service out")
     args = parser.parse_args()
 
-    import django
-
-    django.setup()
+    key = prepare("dead-worker bench")
     from django.conf import settings
-    from django.core.management import call_command
 
-    from server.services import accounts
     from tests.support import ServerProcess, database_url
 
-    call_command("migrate", verbosity=0, interactive=False)
-    user, _ = accounts.ensure_user("bench", "worker")
-    _token, key = accounts.create_token(user, "worker", name="dead-worker bench")
     db = database_url(settings.DATABASES["default"])
     servers = {"asgi": ServerProcess(db, workers=4), "wsgi": ServerProcess(db, workers=4, asgi=False)}
     runs = {kind: lambda server=server: run(server.url, key, args) for kind, server in servers.items()}

@@ -80,7 +80,7 @@ class Stream:
         self._leaser = leaser
         self.name = name
         self.lag = lag
-        # Its reader claims records one by one (records(), a WorkRange): the
+        # Its reader claims records one by one (lease_records.read, a WorkRange): the
         # server may ask a split of what it leases from the start.
         self.tracks = tracks
         # A rank of synchronous training (worker_sdk.sync): it reads epochs up

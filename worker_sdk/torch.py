@@ -42,7 +42,7 @@ from . import lease_records, loader_board, loader_process, loader_receipts, look
 from .names import default_worker_name
 from .queue import WorkQueue
 
-# Imported with this module, before a script's init_process_group (see there).
+# Imported with this module, before a script's init_process_group (worker_sdk.collectives says why).
 from .torch_sync import QueueState, SyncLoader
 from .turns import LoaderTurns
 

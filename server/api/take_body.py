@@ -1,6 +1,6 @@
 """The hot path's request bodies, the take's and a batch of completions': their documented schemas and parsers.
 
-Kept apart from the other request bodies (api/serializers.py): these are
+Kept apart from the other request bodies (api/serializers.py, api/lease_serializers.py): these are
 the requests every worker makes for every item, parsed by the wire protocol
 the SDK builds them with (worker_sdk.protocol, plain functions for speed)
 and held to these schemas by a test.

@@ -1,4 +1,4 @@
-"""A loader process of the SDK's datasets freezes what it inherited out of the garbage collector (gc.freeze).
+"""A forked loader process of the SDK's datasets freezes what it inherited out of the garbage collector (gc.freeze).
 
 A full collection in a loader forked from a training process walks the
 whole inherited heap (PyTorch's included) unless it is frozen, and a
@@ -21,6 +21,9 @@ torch = pytest.importorskip(
 pytestmark = pytest.mark.timeout(120)
 
 ITEMS = [f"/frozen/{i}" for i in range(6)]
+# Forked loaders inherit the training process's heap (the default start
+# method on Linux before Python 3.14, whose default is forkserver).
+FORK = {"multiprocessing_context": "fork"}
 
 
 def frozen_count(item: str):
@@ -50,7 +53,7 @@ def test_each_loader_process_freezes_what_it_inherited(sdk_env, inherited, loade
 
     queue = WorkQueue(ITEMS, name=f"frozen_{loader}")
     kind = DataLoader if loader == "DataLoader" else WorkQueueLoader
-    found = counts(kind(WorkQueueDataset(queue, reader=frozen_count), batch_size=2, num_workers=2))
+    found = counts(kind(WorkQueueDataset(queue, reader=frozen_count), batch_size=2, num_workers=2, **FORK))
     assert len(found) == len(ITEMS)
     assert min(found) >= 0.9 * inherited, (found, inherited)
 
@@ -60,7 +63,7 @@ def test_a_sync_loaders_processes_freeze_what_they_inherited(sdk_env, inherited)
     from worker_sdk.torch import SyncLoader
 
     queue = WorkQueue(ITEMS, name="frozen_sync")
-    found = counts(SyncLoader(queue, batch_size=2, reader=frozen_count, num_workers=2))
+    found = counts(SyncLoader(queue, batch_size=2, reader=frozen_count, num_workers=2, **FORK))
     assert len(found) == len(ITEMS)
     assert min(found) >= 0.9 * inherited, (found, inherited)
 
@@ -73,10 +76,10 @@ def test_gc_freeze_false_leaves_the_loaders_collector_as_it_was(sdk_env, inherit
 
     queue = WorkQueue(ITEMS, name="frozen_off")
     found = counts(
-        DataLoader(WorkQueueDataset(queue, reader=frozen_count, gc_freeze=False), batch_size=2, num_workers=2)
+        DataLoader(WorkQueueDataset(queue, reader=frozen_count, gc_freeze=False), batch_size=2, num_workers=2, **FORK)
     )
     synced = WorkQueue(ITEMS, name="frozen_off_sync")
-    found += counts(SyncLoader(synced, batch_size=2, reader=frozen_count, num_workers=2, gc_freeze=False))
+    found += counts(SyncLoader(synced, batch_size=2, reader=frozen_count, num_workers=2, gc_freeze=False, **FORK))
     assert found == [0] * (2 * len(ITEMS))
 
 
