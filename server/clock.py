@@ -66,6 +66,21 @@ def now() -> datetime:
     return timezone.now()
 
 
+def report_silence(seconds: float, shifted: int) -> None:
+    """Logs a silence of the service that a touch ended: a warning when leases were live through it, else a note.
+
+    A service restarted after an idle spell (no lease live) was silent too,
+    and gave nothing back: that is routine, not an operator's concern.
+    """
+    extra = {"event": "outage_given_back", "seconds": seconds, "count": shifted}
+    if shifted:
+        log.warning(
+            "the service was silent %.1f s; %d live leases keep the time they had left", seconds, shifted, extra=extra
+        )
+    else:
+        log.info("the service was silent %.1f s; no lease was live through it", seconds, extra=extra)
+
+
 class ServiceClock:
     """This process's side of the clock: when it last touched the row, and the thread that keeps touching it."""
 
@@ -94,11 +109,7 @@ class ServiceClock:
             self._failing = False
             log.info("service clock touched again", extra={"event": "clock_resumed"})
         if silence is not None:
-            log.warning(
-                "the service was silent %.1f s; live leases keep the time they had left",
-                silence,
-                extra={"event": "outage_given_back", "seconds": float(silence), "count": shifted},
-            )
+            report_silence(float(silence), shifted)
         return shifted
 
     def failed(self, exc: Exception) -> None:

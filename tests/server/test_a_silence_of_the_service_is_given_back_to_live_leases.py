@@ -150,3 +150,15 @@ def test_of_two_processes_ending_one_outage_one_gives_it_back(worker_client, job
     assert first.shifted == 3 and float(first.silence) == pytest.approx(12, abs=0.5)
     assert second_result[0].shifted == 0 and second_result[0].silence is None
     assert seconds_left(ids["/a"]) == pytest.approx(before + 12, abs=1)
+
+
+def test_a_silence_is_a_warning_only_when_leases_were_live_through_it(caplog):
+    # A service restarted after an idle spell was silent too, and gave
+    # nothing back: a note, not a warning an operator must look into.
+    with caplog.at_level("INFO", logger="shardline.clock"):
+        clock.report_silence(33.3, 0)
+        clock.report_silence(12.0, 3)
+    assert [(r.levelname, r.getMessage(), r.count) for r in caplog.records] == [
+        ("INFO", "the service was silent 33.3 s; no lease was live through it", 0),
+        ("WARNING", "the service was silent 12.0 s; 3 live leases keep the time they had left", 3),
+    ]
