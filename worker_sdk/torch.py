@@ -61,9 +61,9 @@ class WorkQueueDataset(IterableDataset):
     function). An exception from the reader fails the item, so another
     attempt reads it, and then propagates.
 
-    Each loader process freezes the objects it inherited out of the garbage
-    collector as it starts (worker_sdk.loader_process); ``gc_freeze=False``
-    leaves them to it.
+    Each loader process freezes what it holds as it starts (a forked one:
+    what it inherited) out of the garbage collector's reach
+    (worker_sdk.loader_process); ``gc_freeze=False`` leaves it to it.
     """
 
     def __init__(self, queue: WorkQueue, reader: Callable[[str], Iterable] | None = None, *, gc_freeze: bool = True):

@@ -124,10 +124,10 @@ class SyncLoader:
 
     ``reader(item)`` (picklable, for ``num_workers > 0``) yields an item's
     records in order; by default the SDK's readers. Each loader process
-    freezes the objects it inherited out of the garbage collector as it
-    starts (worker_sdk.loader_process); ``gc_freeze=False`` leaves them to
-    it. Other keyword arguments go to the DataLoader (not ``batch_size``,
-    ``sampler``, ``shuffle``).
+    freezes what it holds as it starts (a forked one: what it inherited) out
+    of the garbage collector's reach (worker_sdk.loader_process);
+    ``gc_freeze=False`` leaves it to it. Other keyword arguments go to the
+    DataLoader (not ``batch_size``, ``sampler``, ``shuffle``).
     """
 
     def __init__(
