@@ -27,7 +27,9 @@
 --              own finishes, a worker's pace is the time its consumer has
 --              held the lease it is still on. A take ahead counts the
 --              item in hand too, and waits for its worker's pace to be
---              measured. The scalar subqueries run only when fewer items
+--              measured. A take that tracks its records is not deferred
+--              from a record range: splits take its unread rest back.
+--              The scalar subqueries run only when fewer items
 --              remain than TAIL_WINDOW (leases.py).
 --   picked     the first pending items in (epoch, position) order, read from
 --              the partial index item_pending; SKIP LOCKED hands concurrent
@@ -127,7 +129,13 @@ WITH req AS (
     -- it is deferred, too, while its worker's pace is not known (no item
     -- finished): a slow worker's first take ahead would otherwise decide
     -- the job's end before any rule could tell it is slow.
-    SELECT coalesce(NOT %(sync)s::boolean AND r.items > 0
+    -- Never a take that tracks its records (%(tracks)s) when what it would
+    -- lease next is a record range: should it read that slowly, idle workers
+    -- split the rest off (the liquid tail). A pace per item misjudges ranges
+    -- of unequal sizes: a slow loader that finished a 3-record remainder
+    -- looked faster than fast ones that had read 150-record slices, which
+    -- were all deferred while it read (bench/RESULTS.md, 2026-11-29).
+    SELECT coalesce(NOT %(sync)s::boolean AND r.items > 0 AND NOT coalesce(next.ranged, false)
                     AND CASE WHEN %(ahead)s::boolean AND r.items < %(tail_window)s AND mine.seconds_per_item IS NULL
                              THEN true
                              ELSE mine.seconds_per_item * CASE WHEN %(ahead)s::boolean THEN 1 + %(count)s::integer ELSE 1 END
@@ -160,6 +168,15 @@ WITH req AS (
                                           UNION ALL SELECT %(worker)s))
                    ) AS seconds_per_item
            ) AS mine ON r.items < %(tail_window)s
+      LEFT JOIN LATERAL (
+            SELECT coalesce(p.range_end, u."end") IS NOT NULL AS ranged
+              FROM shardline_item AS p
+              JOIN shardline_unit AS u ON u.job_id = p.job_id AND u.idx = p.unit_idx
+             WHERE p.job_id = %(job)s AND p.state = 'pending'
+               AND shardline_in_epochs(p.epoch, %(from)s::integer, %(upto)s::integer)
+             ORDER BY p.epoch, p.position
+             LIMIT 1
+           ) AS next ON %(tracks)s::boolean AND r.items < %(tail_window)s
       LEFT JOIN LATERAL (
             SELECT sum(w.items_done / w.busy_seconds) AS items_per_second, count(*) AS workers
               FROM shardline_worker AS w, job AS j

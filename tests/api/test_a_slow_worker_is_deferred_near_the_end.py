@@ -133,3 +133,30 @@ def test_near_the_end_a_take_ahead_waits_until_its_workers_pace_is_known(worker_
     ahead = worker_client.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "new", "ahead": True}, format="json")
     assert ahead.status_code == 200 and ahead.json()["leases"] == []
     assert len(take(worker_client, job_id, "new")["leases"]) == 1  # a take for the loop itself is not held back
+
+
+def test_a_take_that_tracks_its_records_is_not_deferred_from_a_record_range(worker_client, job_name):
+    # The same three workers and paces over slices: the slow worker's take
+    # that tracks its reading leases the next range (idle workers split off
+    # what it does not read in time); one that does not track is deferred.
+    slices = [f"/d/part.csv?start={i * 100}&end={(i + 1) * 100}" for i in range(6)]
+    job = create_job(worker_client, job_name, slices, shuffle=False)
+    for name in ("fast-1", "fast-2", "slow"):
+        take(worker_client, job["id"], name)
+    pace(job["id"], "fast-1", 50, 50.0)
+    pace(job["id"], "fast-2", 50, 50.0)
+    pace(job["id"], "slow", 10, 40.0)
+    untracked = take(worker_client, job["id"], "slow")
+    assert untracked["leases"] == [] and untracked["retry_after"] == 0.5
+    tracked = worker_client.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": "slow", "tracks": True}, format="json")
+    assert tracked.status_code == 200
+    assert [(lease["start"], lease["end"]) for lease in tracked.json()["leases"]] == [(300, 400)]
+
+
+def test_a_take_that_tracks_its_records_is_deferred_from_a_whole_work(worker_client, job_near_its_end):
+    # A work read whole cannot be split: the rule holds for it as before.
+    response = worker_client.post(
+        f"/api/v1/jobs/{job_near_its_end['id']}/leases/", {"worker": "slow", "tracks": True}, format="json"
+    )
+    assert response.status_code == 200
+    assert response.json()["leases"] == [] and response.json()["retry_after"] == 0.5
