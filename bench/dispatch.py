@@ -94,6 +94,7 @@ def take_params(job: dict, worker: str, count: int, held: list[tuple[int, int]])
         "scope": None,
         "ahead": False,  # a take for the item the loop asks for now
         "started": [],  # no lease taken ahead to mark started
+        "leave": False,  # a take that waits when it finds nothing
     }
 
 

@@ -103,6 +103,7 @@ class Leaser:
         wait: bool = True,
         ahead: bool = False,
         count: int = 1,
+        leave: bool = False,
     ) -> tuple[list[Lease], TakeAnswer]:
         """Acknowledges ``finished`` (and any earlier finished lease) and leases one item of ``scope``, in one request.
 
@@ -112,6 +113,7 @@ class Leaser:
         ``wait``: the server may hold a take that finds nothing (TAKE_WAIT seconds).
         ``ahead``: its consumer is still reading; what it leases may be
         asked back until the consumer starts it (``held.hold_ahead``, ``held.started``).
+        ``leave``: should it find nothing, the consumer stops taking; the server never holds it.
         """
         first, started = self.held.before_take(finished)
         if first is not None:
@@ -122,11 +124,12 @@ class Leaser:
             consumer=self.consumer,
             count=count,
             complete=tuple(Completion(lease.id, lease.token) for lease in sent),
-            wait=TAKE_WAIT if wait else 0.0,
+            wait=TAKE_WAIT if wait and not leave else 0.0,
             tracks=tracks,
             scope=scope,
             ahead=ahead,
             started=started,
+            leave=leave,
         )
         try:
             answer = self.client.take(self.job_id, request)

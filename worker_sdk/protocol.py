@@ -110,6 +110,10 @@ class TakeRequest:
     which has not started it: until a later take names it in ``started``,
     a worker with nothing to read may ask for it back. Such a take never
     asks for a split or a give-back itself: its consumer has work in hand.
+    ``leave``: should it find nothing, the caller stops taking (a loader of
+    a DataLoader in order while a sibling reads: worker_sdk.loader_siblings):
+    it asks for no split or give-back, is never held, and does not count as
+    a consumer waiting at the end of the queue.
     """
 
     worker: str
@@ -121,6 +125,7 @@ class TakeRequest:
     scope: TakeScope = TakeScope()
     ahead: bool = False
     started: tuple[int, ...] = ()
+    leave: bool = False
 
     @property
     def taker(self) -> str:
@@ -140,6 +145,8 @@ class TakeRequest:
             body["ahead"] = True
         if self.started:
             body["started"] = list(self.started)
+        if self.leave:
+            body["leave"] = True
         scope = self.scope
         if scope.upto_epoch is not None:
             body["upto_epoch"] = scope.upto_epoch
@@ -177,7 +184,7 @@ class TakeRequest:
         wait = data.get("wait", 0)
         if not isinstance(wait, (int, float)) or isinstance(wait, bool) or not 0 <= wait <= MAX_TAKE_WAIT:
             errors["wait"] = [f"a number of seconds from 0 to {MAX_TAKE_WAIT}"]
-        for name in ("tracks", "sync", "ahead"):
+        for name in ("tracks", "sync", "ahead", "leave"):
             if not isinstance(data.get(name, False), bool):
                 errors[name] = ["true or false"]
         epochs = f"an integer from 0 to {MAX_EPOCHS}, or null"
@@ -204,6 +211,7 @@ class TakeRequest:
             scope=TakeScope(upto, from_epoch, data.get("sync", False), max_records),
             ahead=data.get("ahead", False),
             started=tuple(started),
+            leave=data.get("leave", False),
         )
 
 

@@ -96,6 +96,10 @@ class Stream:
         # The records it may still read (a synchronous rank's quota): each
         # take asks for no more, and each record claimed counts.
         self.budget: Budget | None = None
+        # Whether this consumer may end when a take at the tail finds nothing
+        # but other leases (a loader of an in-order DataLoader while a sibling
+        # reads: worker_sdk.loader_siblings); its take says so to the server.
+        self.may_leave: Callable[[], bool] | None = None
         self.open: collections.deque[Lease] = collections.deque()
         self._widest = 0  # records of the widest range it leased (what a take ahead sizes its count by)
         self.ended = False
@@ -146,7 +150,10 @@ class Stream:
                 # meanwhile (a loader's receipts) may be answered before this
                 # take's answer comes, and the server counted that lease.
                 known = leaser.held.known()
-                leases, answer = leaser.take(finished, self.scope(), self.tracks, wait=wait)
+                # Looked at before the take: a sibling that reads now clears
+                # its mark only before its own next take (worker_sdk.loader_siblings).
+                leave = self.may_leave is not None and self.may_leave()
+                leases, answer = leaser.take(finished, self.scope(), self.tracks, wait=wait, leave=leave)
                 finished = []
                 self._say_paused(answer.paused)
                 self._say_slicing(answer.slicing)
@@ -159,6 +166,9 @@ class Stream:
                     self.flush_consumed()  # received meanwhile: no take of this stream will carry them
                     raise QueueExhausted(exhausted_message(self.name))
                 if answer.waiting_on is not None:
+                    if leave:
+                        self.flush_consumed()
+                        raise QueueExhausted(f"work queue {self.name}: left to the loaders still reading")
                     mark_at_end(self, True)
                     if not wait:
                         wait = True

@@ -6,7 +6,11 @@ a training job do. They lease on behalf of the main process (the consumer of
 what they read), which lets the server see that a loader waiting at the end
 of the queue must not wait for its siblings: the DataLoader asks its loaders
 for elements in turn, so a sibling that holds an item may only be asked
-again once the waiting loader has returned.
+again once the waiting loader has returned. So in a DataLoader in order, a
+loader that finds nothing at the tail of the job (nothing pending, only
+leases held) while a sibling still reads leaves the pass instead of
+waiting, and the DataLoader goes on with the loaders that read
+(worker_sdk.loader_siblings); the last one reading waits for the end.
 
 With ``WorkQueueLoader`` and loader processes, a record read through
 ``reader`` counts as read when the training loop's process receives its
@@ -38,7 +42,7 @@ import os
 from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
-from . import lease_records, loader_board, loader_process, loader_receipts, look_ahead, receipts, stall
+from . import lease_records, loader_board, loader_process, loader_receipts, loader_siblings, look_ahead, receipts, stall
 from .names import default_worker_name
 from .queue import WorkQueue
 
@@ -83,6 +87,10 @@ class WorkQueueDataset(IterableDataset):
         # whether it collates lists of records.
         self.board: loader_board.Board | None = None
         self.batched = self.drop_last = False
+        # Which loaders of a DataLoader in order read a lease now, so that an
+        # idle one leaves at the tail (worker_sdk.loader_siblings): made here,
+        # in the main process, before any loader starts.
+        self.siblings = loader_siblings.Siblings()
 
     def __iter__(self) -> Iterator:
         info = get_worker_info()
@@ -119,6 +127,14 @@ class WorkQueueDataset(IterableDataset):
     ) -> Iterator:
         turns = self.turns if in_loader else None
         leases = turns.leases(stream) if turns is not None else look_ahead.leases(stream, depth)
+        sibling = None
+        if in_loader and turns is None:
+            # A DataLoader in order: an idle loader leaves the tail to those reading.
+            info = get_worker_info()
+            sibling = self.siblings.loader(info.id, info.seed)
+        if sibling is not None:
+            stream.may_leave = sibling.may_leave
+            leases = sibling.reading(leases)
         with closing(leases):
             try:
                 for lease in leases:

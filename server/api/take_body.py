@@ -79,6 +79,12 @@ class TakeSerializer(StrictSerializer):
         help_text="Leases taken ahead that the consumer has started: no longer to be asked back (at most "
         "SHARDLINE_MAX_TAKE). Their lease time counts from now.",
     )
+    leave = serializers.BooleanField(
+        default=False,
+        help_text="Should this take find nothing, the caller stops taking (a loader of a DataLoader that asks its "
+        "loaders in turn, while another of them reads): the server asks no split or give-back for it, never holds "
+        "the request, and does not count its consumer as waiting at the end of the queue.",
+    )
     upto_epoch = serializers.IntegerField(
         min_value=0,
         max_value=MAX_EPOCHS,

@@ -238,6 +238,7 @@ def _take_once(
             "ttl": REQUEST_KEY_TTL,
             "tracks": request.tracks,
             "ahead": request.ahead,
+            "leave": request.leave,
             "started": list(started),
             **request.scope.sql(),
             **caller.sql,
@@ -291,8 +292,9 @@ def _nothing_leased(job_id: int, request: TakeRequest, epochs_left: bool, final:
         result.retry_after = round(min(max(float(seconds_to_expiry), 0.1), RETRY_MAX), 3)
         result.leased_by_you, result.leased_by_others, result.waiting_on = mine, others, waiting_on
         result.wake_by = max(float(seconds_to_expiry), 0.0)
-        # A take ahead asks nothing of others: its consumer reads what it holds.
-        asks = not request.ahead and not request.scope.sync
+        # A take ahead asks nothing of others: its consumer reads what it
+        # holds; nor does one that leaves (its consumer reads through a sibling).
+        asks = not request.ahead and not request.scope.sync and not request.leave
         if asks and (give_back.request(job_id, worker, request.taker) or splits.request(job_id, worker, request.taker)):
             # An item taken ahead is being given back, or unread records of a
             # lease are being split off, for this worker: worth waiting for,
@@ -301,8 +303,8 @@ def _nothing_leased(job_id: int, request: TakeRequest, epochs_left: bool, final:
             result.waiting_on = max(waiting_on, 1)
             result.wake_by = min(result.wake_by, splits.STALE_REQUEST)
             result.rerun = True
-        result.waitable = result.waiting_on > 0
-        if not result.waitable:
+        result.waitable = result.waiting_on > 0 and not request.leave
+        if not result.waitable and not request.leave:  # a take that leaves never counted as waiting (take.sql)
             # The caller is at its end: it no longer counts as waiting, so
             # that others wait for what its consumer still reads.
             sql.run("stop_waiting", {"job": job_id, "worker": worker})

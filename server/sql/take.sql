@@ -52,7 +52,8 @@
 --              asked is woken to ask elsewhere (services/give_back.py).
 --   events     the audit trail of expired leases.
 --   seen       the worker's last_seen, its consumer, and whether it waits
---              (a take ahead never does: its consumer is reading).
+--              (a take ahead never does: its consumer is reading; nor a
+--              take that leaves should it find nothing).
 --   claimed    with an Idempotency-Key (%(key)s, else NULL): the request's
 --              record, with the leases made here, committed with them. A
 --              plain INSERT: a repeat of the key fails on the primary key
@@ -282,8 +283,11 @@ WITH req AS (
     INSERT INTO shardline_worker AS w (job_id, name, consumer, first_seen, last_seen, items_done, items_failed,
                                        busy_seconds, waiting_since)
     SELECT j.id, %(worker)s, %(consumer)s, shardline_now(), shardline_now(), 0, 0, 0,
-           -- A take ahead that found nothing does not wait: its consumer is reading.
-           CASE WHEN %(ahead)s::boolean OR EXISTS (SELECT 1 FROM leased) THEN NULL ELSE shardline_now() END
+           -- A take ahead that found nothing does not wait: its consumer is
+           -- reading; nor does one that leaves (%(leave)s): its consumer reads
+           -- through another of its loaders.
+           CASE WHEN %(ahead)s::boolean OR %(leave)s::boolean OR EXISTS (SELECT 1 FROM leased)
+                THEN NULL ELSE shardline_now() END
       FROM job AS j
     ON CONFLICT (job_id, name) DO UPDATE
        SET last_seen = shardline_now(),

@@ -121,3 +121,29 @@ def test_leasing_an_item_ends_the_wait(worker_client, job_name):
     worker_client.post(f"/api/v1/leases/{a['id']}/fail/", {"token": a["token"], "error": "x"}, format="json")
     assert take_as(worker_client, job["id"], "q")["leases"][0]["item"] == "/a"
     assert waiting_since(job["id"], "q") is None
+
+
+def test_a_take_that_leaves_when_it_finds_nothing_never_counts_as_waiting(worker_client, job_name):
+    # A loader of a DataLoader in order whose sibling reads: should it find
+    # nothing, it leaves. Its consumer reads, so its other leases stay worth
+    # waiting for, and it asks no split of what others hold.
+    job = create_job(worker_client, job_name, ["/a?start=0&end=100", "/b?start=0&end=100"], shuffle=False)
+    take_as(worker_client, job["id"], "main:loader0", consumer="main")
+    take_as(worker_client, job["id"], "other")
+    body = {"worker": "main:loader1", "consumer": "main", "leave": True}
+    response = worker_client.post(f"/api/v1/jobs/{job['id']}/leases/", body, format="json")
+    assert response.status_code == 200, response.content
+    left = response.json()
+    assert (left["leases"], left["exhausted"], left["waiting_on"]) == ([], False, 1)
+    assert waiting_since(job["id"], "main:loader1") is None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM shardline_item WHERE job_id = %s AND split_for IS NOT NULL", [job["id"]])
+        assert cursor.fetchone()[0] == 0
+    # The other consumer's take still waits for main's lease: main reads it.
+    assert take_as(worker_client, job["id"], "other")["waiting_on"] == 1
+
+
+def test_leave_is_true_or_false(worker_client, job_name):
+    job = create_job(worker_client, job_name, ["/a"])
+    response = worker_client.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": "w", "leave": "yes"}, format="json")
+    assert response.status_code == 400 and "leave" in response.json()["fields"], response.content

@@ -63,7 +63,7 @@ def main():
     parser.add_argument("shape", choices=SHAPES)
     parser.add_argument("--name", required=True)
     parser.add_argument("--run", required=True)
-    parser.add_argument("--slices", type=int, required=True)
+    parser.add_argument("--slices", type=int, required=True, help="0: the works are items as they are")
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--read-delay", type=float, default=0.0, help="the reader's seconds per record (loader shapes)")
     parser.add_argument("--worker", required=True)
@@ -86,7 +86,7 @@ def main():
     parser.add_argument("works", nargs="+")
     args = parser.parse_args()
     queue = WorkQueue(
-        args.works, shuffle=False, num_slices=args.slices, name=args.name, run=args.run, worker=args.worker
+        args.works, shuffle=False, num_slices=args.slices or None, name=args.name, run=args.run, worker=args.worker
     )
 
     read = 0
