@@ -28,7 +28,7 @@
 --              held the lease it is still on. A take ahead counts the
 --              item in hand too, and waits for its worker's pace to be
 --              measured. A take that tracks its records is not deferred
---              from a record range: splits take its unread rest back.
+--              from a split's remainder (pieces cut for idle workers).
 --              The scalar subqueries run only when fewer items
 --              remain than TAIL_WINDOW (leases.py).
 --   picked     the first pending items in (epoch, position) order, read from
@@ -131,12 +131,15 @@ WITH req AS (
     -- finished): a slow worker's first take ahead would otherwise decide
     -- the job's end before any rule could tell it is slow.
     -- Never a take that tracks its records (%(tracks)s) when what it would
-    -- lease next is a record range: should it read that slowly, idle workers
-    -- split the rest off (the liquid tail). A pace per item misjudges ranges
-    -- of unequal sizes: a slow loader that finished a 3-record remainder
-    -- looked faster than fast ones that had read 150-record slices, which
-    -- were all deferred while it read (bench/RESULTS.md, 2026-11-29).
-    SELECT coalesce(NOT %(sync)s::boolean AND r.items > 0 AND NOT coalesce(next.ranged, false)
+    -- lease next is a split's remainder: idle workers asked for those
+    -- pieces, and a pace per item misjudges them (a slow loader that had
+    -- finished a 3-record piece looked faster than fast ones that had read
+    -- 150-record slices, which were all deferred from the pieces cut for
+    -- them while it read: bench/RESULTS.md, 2026-11-29). Should a slow
+    -- worker take one, idle workers split it again. A slice not split yet
+    -- is deferred as a work is: a slow worker that took one at the end kept
+    -- more of it than its share.
+    SELECT coalesce(NOT %(sync)s::boolean AND r.items > 0 AND NOT coalesce(next.remainder, false)
                     AND CASE WHEN %(ahead)s::boolean AND r.items < %(tail_window)s AND mine.seconds_per_item IS NULL
                              THEN true
                              ELSE mine.seconds_per_item * CASE WHEN %(ahead)s::boolean THEN 1 + %(count)s::integer ELSE 1 END
@@ -170,9 +173,8 @@ WITH req AS (
                    ) AS seconds_per_item
            ) AS mine ON r.items < %(tail_window)s
       LEFT JOIN LATERAL (
-            SELECT coalesce(p.range_end, u."end") IS NOT NULL AS ranged
+            SELECT p.parent_id IS NOT NULL AS remainder
               FROM shardline_item AS p
-              JOIN shardline_unit AS u ON u.job_id = p.job_id AND u.idx = p.unit_idx
              WHERE p.job_id = %(job)s AND p.state = 'pending'
                AND shardline_in_epochs(p.epoch, %(from)s::integer, %(upto)s::integer)
              ORDER BY p.epoch, p.position
