@@ -27,9 +27,7 @@
 --              own finishes, a worker's pace is the time its consumer has
 --              held the lease it is still on. A take ahead counts the
 --              item in hand too, and waits for its worker's pace to be
---              measured. A take that tracks its records is not deferred
---              from a split's remainder (pieces cut for idle workers).
---              The scalar subqueries run only when fewer items
+--              measured. The scalar subqueries run only when fewer items
 --              remain than TAIL_WINDOW (leases.py).
 --   picked     the first pending items in (epoch, position) order, read from
 --              the partial index item_pending; SKIP LOCKED hands concurrent
@@ -130,16 +128,7 @@ WITH req AS (
     -- it is deferred, too, while its worker's pace is not known (no item
     -- finished): a slow worker's first take ahead would otherwise decide
     -- the job's end before any rule could tell it is slow.
-    -- Never a take that tracks its records (%(tracks)s) when what it would
-    -- lease next is a split's remainder: idle workers asked for those
-    -- pieces, and a pace per item misjudges them (a slow loader that had
-    -- finished a 3-record piece looked faster than fast ones that had read
-    -- 150-record slices, which were all deferred from the pieces cut for
-    -- them while it read: bench/RESULTS.md, 2026-11-29). Should a slow
-    -- worker take one, idle workers split it again. A slice not split yet
-    -- is deferred as a work is: a slow worker that took one at the end kept
-    -- more of it than its share.
-    SELECT coalesce(NOT %(sync)s::boolean AND r.items > 0 AND NOT coalesce(next.remainder, false)
+    SELECT coalesce(NOT %(sync)s::boolean AND r.items > 0
                     AND CASE WHEN %(ahead)s::boolean AND r.items < %(tail_window)s AND mine.seconds_per_item IS NULL
                              THEN true
                              ELSE mine.seconds_per_item * CASE WHEN %(ahead)s::boolean THEN 1 + %(count)s::integer ELSE 1 END
@@ -172,14 +161,6 @@ WITH req AS (
                                           UNION ALL SELECT %(worker)s))
                    ) AS seconds_per_item
            ) AS mine ON r.items < %(tail_window)s
-      LEFT JOIN LATERAL (
-            SELECT p.parent_id IS NOT NULL AS remainder
-              FROM shardline_item AS p
-             WHERE p.job_id = %(job)s AND p.state = 'pending'
-               AND shardline_in_epochs(p.epoch, %(from)s::integer, %(upto)s::integer)
-             ORDER BY p.epoch, p.position
-             LIMIT 1
-           ) AS next ON %(tracks)s::boolean AND r.items < %(tail_window)s
       LEFT JOIN LATERAL (
             SELECT sum(w.items_done / w.busy_seconds) AS items_per_second, count(*) AS workers
               FROM shardline_worker AS w, job AS j
