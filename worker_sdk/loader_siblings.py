@@ -5,12 +5,16 @@ A DataLoader in order (a plain ``DataLoader``, or ``WorkQueueLoader`` with
 job, a loader that finds nothing to lease waits on the server (for a split,
 or for the job's end) and the DataLoader waits for that loader's next batch,
 while a sibling holds records it could deliver: the training loop stalls
-for as long as the wait (bench/RESULTS.md). So a loader whose take finds
-nothing but other workers' leases ends its part of the pass while a sibling
-still reads; the DataLoader goes on with the loaders left, and the last
-reader takes what the tail brings (a split's remainder, a failed item) or
-waits for the end. A loader never leaves while items are pending, slicing
-or an epoch is being made: then every loader has work coming.
+for as long as the wait (bench/RESULTS.md). So a loader that has read a
+lease in this pass and whose take finds nothing but leases held ends its
+part of the pass while a sibling still reads; the DataLoader goes on with
+the loaders left, and the last reader takes what the tail brings (a split's
+remainder, a failed item) or waits for the end. A loader never leaves
+while items are pending, slicing or an epoch is being made: then every
+loader has work coming. Nor does one that has read nothing yet: at the
+start of a job of fewer items than loaders, a split may soon give it its
+own range to read beside its siblings (reading in parallel is what loaders
+are for); it waits, as before.
 
 Each loader marks its slot while it reads a lease and clears it before it
 takes the next, and leaves only when it sees a sibling's mark. The last
@@ -60,6 +64,7 @@ class Sibling:
 
     def __init__(self, marks, slot: int, tag: int):
         self._marks, self._slot, self._tag = marks, slot, tag
+        self._read = 0  # leases it got in this pass
 
     def reading(self, leases: Iterable[Lease]) -> Iterator[Lease]:
         """``leases``, this loader marked as reading from each lease it gets until it asks for the next.
@@ -68,6 +73,7 @@ class Sibling:
         """
         try:
             for lease in leases:
+                self._read += 1
                 self._marks[self._slot] = self._tag
                 yield lease
                 self._marks[self._slot] = _NOT_READING  # before the next take
@@ -78,6 +84,8 @@ class Sibling:
                 close()
 
     def may_leave(self) -> bool:
-        """Whether another loader of this pass reads a lease now (this one reads none: it is taking)."""
+        """Whether this loader read a lease in this pass and another of the pass reads one now (this one is taking)."""
         self._marks[self._slot] = _NOT_READING
+        if not self._read:
+            return False
         return any(mark == self._tag for slot, mark in enumerate(self._marks) if slot != self._slot)

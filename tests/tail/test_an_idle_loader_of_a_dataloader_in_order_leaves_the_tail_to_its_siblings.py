@@ -5,7 +5,8 @@ server for what other workers held, and the DataLoader waited for that
 loader's next batch while its sibling held records it could deliver: the
 training loop stalled until the other workers were done. Now the idle
 loader leaves the pass; the DataLoader goes on with the loader that reads,
-and that last loader waits for the end.
+and that last loader waits for the end. (A loader that has read nothing
+in its pass waits, as before: a split may give it a range of its own.)
 
 The job: three ranges of one file. The test holds the first (another
 worker, reading for seconds), and a plain ``DataLoader(num_workers=2)``
@@ -25,7 +26,9 @@ from .harness import Lines, start_reader, write_files
 
 pytestmark = pytest.mark.timeout(150)
 
-HELD, LONG, SHORT = 10, 60, 2
+# The short range outlasts a loader's prefetch (2 batches): its loader cannot
+# finish it before the other loader has leased the long one.
+HELD, LONG, SHORT = 10, 60, 6
 
 
 def test_the_loop_reads_its_siblings_records_while_another_worker_holds_the_last_lease(sdk_env, tmp_path):

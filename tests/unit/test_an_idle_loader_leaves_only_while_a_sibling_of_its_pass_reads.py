@@ -1,9 +1,10 @@
 """worker_sdk.loader_siblings: the marks that let an idle loader of a DataLoader in order leave the tail, without a server.
 
-A loader leaves only while a sibling of the same pass reads a lease; the
-last one reading never does, however their looks interleave; loaders of
-another pass (another iterator) never count; a copy that is not a loader
-being started carries no shared memory.
+A loader that has read a lease in its pass leaves only while a sibling of
+the same pass reads one; one that has read nothing yet never does; the last
+one reading never does, however their looks interleave; loaders of another
+pass (another iterator) never count; a copy that is not a loader being
+started carries no shared memory.
 """
 
 import copy
@@ -24,10 +25,17 @@ def lease(i: int) -> Lease:
     return Lease(i, i, f"/d/{i}", 0, i)
 
 
+def read_one(loader) -> None:
+    """The loader read a lease of its own and is done with it (taking the next)."""
+    for _ in loader.reading(iter([lease(99)])):
+        pass
+
+
 def test_a_loader_may_leave_while_a_sibling_reads_and_not_after():
     siblings = loader_siblings.Siblings()
     first, second = siblings.loader(0, SEED), siblings.loader(1, SEED + 1)
-    assert not second.may_leave()  # nobody reads yet
+    read_one(second)
+    assert not second.may_leave()  # nobody reads
     reading = first.reading(iter([lease(1), lease(2)]))
     next(reading)
     assert second.may_leave()
@@ -38,12 +46,25 @@ def test_a_loader_may_leave_while_a_sibling_reads_and_not_after():
     assert not second.may_leave()
 
 
+def test_a_loader_that_has_read_nothing_in_its_pass_waits():
+    # At the start of a job of fewer items than loaders a split may give it
+    # a range of its own to read beside its sibling.
+    siblings = loader_siblings.Siblings()
+    reading = siblings.loader(0, SEED).reading(iter([lease(1)]))
+    next(reading)
+    idle = siblings.loader(1, SEED + 1)
+    assert not idle.may_leave()
+    read_one(idle)
+    assert idle.may_leave()
+
+
 def test_of_two_loaders_that_look_at_once_one_stays():
     # Each clears its own mark as it looks; whichever looks second sees the
     # first one's mark gone, so at most one leaves.
     siblings = loader_siblings.Siblings()
     first, second = siblings.loader(0, SEED), siblings.loader(1, SEED + 1)
-    first_reading, second_reading = first.reading(iter([lease(1)])), second.reading(iter([lease(2)]))
+    first_reading = first.reading(iter([lease(1), lease(3)]))
+    second_reading = second.reading(iter([lease(2), lease(4)]))
     next(first_reading), next(second_reading)
     assert first.may_leave()  # the second still reads
     assert not second.may_leave()  # the first cleared its mark as it looked
@@ -51,9 +72,11 @@ def test_of_two_loaders_that_look_at_once_one_stays():
 
 def test_loaders_of_another_pass_do_not_count():
     siblings = loader_siblings.Siblings()
-    other_pass = siblings.loader(1, 99 + 1)
-    next(other_pass.reading(iter([lease(1)])))
-    assert not siblings.loader(0, SEED).may_leave()
+    other_pass = siblings.loader(1, 99 + 1).reading(iter([lease(1)]))
+    next(other_pass)
+    mine = siblings.loader(0, SEED)
+    read_one(mine)
+    assert not mine.may_leave()
 
 
 def test_a_closed_reader_clears_its_mark_and_closes_its_leases():
@@ -69,9 +92,11 @@ def test_a_closed_reader_clears_its_mark_and_closes_its_leases():
 
     reading = siblings.loader(0, SEED).reading(leases())
     next(reading)
-    assert siblings.loader(1, SEED + 1).may_leave()
+    idle = siblings.loader(1, SEED + 1)
+    read_one(idle)
+    assert idle.may_leave()
     reading.close()
-    assert closed == [True] and not siblings.loader(1, SEED + 1).may_leave()
+    assert closed == [True] and not idle.may_leave()
 
 
 def test_a_loader_past_the_slots_never_leaves():
@@ -95,7 +120,9 @@ def test_a_started_loader_shares_the_marks(method):
     child.start()
     try:
         assert started.wait(20)
-        assert siblings.loader(0, SEED).may_leave()
+        idle = siblings.loader(0, SEED)
+        read_one(idle)
+        assert idle.may_leave()
     finally:
         stop.set()
         child.join(20)
