@@ -50,7 +50,8 @@ class TakeView(APIView):
 
         key = request.headers.get("Idempotency-Key")
         response = Response(request_service.answer_once(job_id, key, take.complete, run, _take_answer, caller))
-        if take.wait and results and results[-1].waitable:
+        # A take that leaves is never held: its caller stops taking instead.
+        if take.wait and not take.leave and results and results[-1].waitable:
             result = results[-1]
             wait = waits.Wait(
                 take.wait, job_id, result.waiting_on or 0, result.wake_by, taker=take.worker, rerun=result.rerun

@@ -303,7 +303,7 @@ def _nothing_leased(job_id: int, request: TakeRequest, epochs_left: bool, final:
             result.waiting_on = max(waiting_on, 1)
             result.wake_by = min(result.wake_by, splits.STALE_REQUEST)
             result.rerun = True
-        result.waitable = result.waiting_on > 0 and not request.leave
+        result.waitable = result.waiting_on > 0
         if not result.waitable and not request.leave:  # a take that leaves never counted as waiting (take.sql)
             # The caller is at its end: it no longer counts as waiting, so
             # that others wait for what its consumer still reads.

@@ -184,6 +184,21 @@ def test_the_end_of_the_job_wakes_every_waiting_take(api):
         assert result.status == 200 and result.answer["exhausted"] and result.seconds < WAIT / 2
 
 
+def test_a_take_that_leaves_is_answered_at_once_whatever_it_asks_to_wait(api):
+    # A loader that leaves should its take find nothing (its sibling reads)
+    # is never held, even with wait: its caller stops taking instead.
+    job_id = create(api, ["/a", "/b"])
+    assert api.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "main:loader0", "consumer": "main"}).ok
+    take(api, job_id, "other")
+    began = time.monotonic()
+    body = {"worker": "main:loader1", "consumer": "main", "wait": WAIT, "leave": True}
+    response = api.post(f"/api/v1/jobs/{job_id}/leases/", body)
+    assert response.status_code == 200 and response.json()["leases"] == [], response.text
+    assert response.json()["waiting_on"] == 1  # other's lease: worth waiting for, but this take leaves
+    assert time.monotonic() - began < WAIT / 2
+    assert not worker_waits(api, job_id, "main:loader1")
+
+
 def test_a_cancel_wakes_a_waiting_take_with_the_reason(api, live_api):
     job_id = create(api, ["/a"])
     take(api, job_id, "holder")
