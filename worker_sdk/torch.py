@@ -6,9 +6,10 @@ a training job do. They lease on behalf of the main process (the consumer of
 what they read), which lets the server see that a loader waiting at the end
 of the queue must not wait for its siblings: the DataLoader asks its loaders
 for elements in turn, so a sibling that holds an item may only be asked
-again once the waiting loader has returned. So in a DataLoader in order, a
-loader that finds nothing at the tail of the job (nothing pending, only
-leases held) while a sibling still reads leaves the pass instead of
+again once the waiting loader has returned. So in a DataLoader without
+``WorkQueueLoader``'s turns (a plain one), a loader that has read a lease
+in the pass and finds nothing more at the tail of the job (nothing pending,
+only leases held) while a sibling still reads leaves the pass instead of
 waiting, and the DataLoader goes on with the loaders that read
 (worker_sdk.loader_siblings); the last one reading waits for the end.
 
