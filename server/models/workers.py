@@ -46,6 +46,9 @@ class Worker(models.Model):
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField()
     items_done = models.BigIntegerField(default=0)
+    # The records of the items it finished (a work read whole counts one;
+    # shardline_item_weight): the straggler rule's paces are per record.
+    records_done = models.BigIntegerField(default=0, db_default=0)
     items_failed = models.BigIntegerField(default=0)
     busy_seconds = models.FloatField(default=0.0, help_text="Sum of lease-to-completion times of its items.")
 

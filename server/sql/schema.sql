@@ -1,7 +1,7 @@
 -- Shardline's rules in the database: every function, view and trigger of its
 -- schema, as the migrations leave them. The tables are Django's (server/models/).
 --
--- schema version: 25 (migrations/0025_service_now is the last to change this file)
+-- schema version: 27 (migrations/0027_paces_in_records is the last to change this file)
 --
 -- A rule that more than one statement needs is defined here once, and the
 -- statements of server/sql/ and the ORM (through Func) call it: the planner
@@ -97,6 +97,18 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
            END
 $$;
 
+-- What an item weighs in the straggler rule's paces (take.sql): the records
+-- of its range (its own, after a split, else its unit's); a work read whole
+-- weighs one. Split pieces differ in size: a worker that finished a
+-- 3-record piece in 0.6 s is not faster than one that read a 150-record
+-- slice in 5 s, which a pace per item said (bench/RESULTS.md).
+CREATE OR REPLACE FUNCTION shardline_item_weight(range_start bigint, range_end bigint, unit_start bigint,
+                                                 unit_end bigint)
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    -- greatest() skips a null: a whole work, and an empty range, weigh one.
+    SELECT greatest(coalesce(range_end, unit_end) - coalesce(range_start, unit_start), 1)
+$$;
+
 -- Counters, throughput and the wake-ups of waiting takes follow every move
 -- of an item (server/waiting.py): one statement-level trigger, so a take
 -- that leases 64 items runs it once.
@@ -128,7 +140,8 @@ BEGIN
         RETURN NULL;
     END IF;
     WITH moved AS (
-        SELECT n.job_id, n.epoch, o.state AS was, n.state AS became, n.worker, n.duration
+        SELECT n.job_id, n.epoch, o.state AS was, n.state AS became, n.worker, n.duration,
+               n.unit_idx, n.range_start, n.range_end
           FROM old_items AS o
           JOIN new_items AS n ON n.id = o.id
          WHERE n.state <> o.state
@@ -157,12 +170,16 @@ BEGIN
     )
     UPDATE shardline_worker AS w
        SET items_done = w.items_done + d.n,
+           records_done = w.records_done + d.records,
            busy_seconds = w.busy_seconds + d.seconds,
            last_seen = shardline_now()
-      FROM (SELECT job_id, worker, count(*) AS n, sum(duration) AS seconds
-              FROM moved
-             WHERE became = 'done'
-             GROUP BY job_id, worker) AS d
+      FROM (SELECT m.job_id, m.worker, count(*) AS n, sum(duration) AS seconds,
+                   sum(shardline_item_weight(m.range_start, m.range_end, u.start, u."end")) AS records
+              FROM moved AS m
+              -- An unsplit item's range is its unit's: one key probe per item finished.
+              LEFT JOIN shardline_unit AS u ON m.range_start IS NULL AND u.job_id = m.job_id AND u.idx = m.unit_idx
+             WHERE m.became = 'done'
+             GROUP BY m.job_id, m.worker) AS d
      WHERE w.job_id = d.job_id AND w.name = d.worker;
     -- Wake the takes waiting on these jobs (server/waiting.py): items that
     -- became pending can be leased; items finished while a worker of the

@@ -22,10 +22,12 @@
 --   tail       straggler-aware leasing, near the end only: a worker over
 --              twice as slow as the others is deferred (given nothing, told
 --              to retry) when the other live workers, at their measured pace,
---              would finish every remaining item before it finishes one. Otherwise the job's last minutes
---              wait on a slow worker's last item. Until an item of its
---              own finishes, a worker's pace is the time its consumer has
---              held the lease it is still on. A take ahead counts the
+--              would finish every remaining record before it finishes the
+--              next item's. Otherwise the job's last minutes wait on a slow
+--              worker's last item. Paces are per record, as items differ
+--              in size once split. Until an item of its own finishes, a
+--              worker's pace is the time its consumer has held the lease
+--              it is still on, over its records. A take ahead counts the
 --              item in hand too, and waits for its worker's pace to be
 --              measured. The scalar subqueries run only when fewer items
 --              remain than TAIL_WINDOW (leases.py).
@@ -103,7 +105,7 @@ WITH req AS (
        AND (cardinality(%(ids)s::bigint[] || %(started)s::bigint[]) <= 1 OR i.id IN (SELECT id FROM locked))
        -- Once per statement, not per row the plan passes on its way.
        AND (SELECT shardline_job_in_scope(%(job)s, %(scope)s::text[]))
- RETURNING i.id, i.duration
+ RETURNING i.id, i.duration, i.range_start, i.range_end, i.unit_idx
 ), job AS (
     SELECT id, state, lease_timeout, max_attempts, num_epochs, epochs_materialised, units_count
       FROM shardline_job
@@ -112,7 +114,36 @@ WITH req AS (
     SELECT coalesce(sum(c.pending), 0) + (SELECT units_count * (num_epochs - epochs_materialised) FROM job) AS items
       FROM shardline_counter AS c
      WHERE c.job_id = %(job)s
+), next_item AS (
+    -- The records of the item this take would lease (none in its epochs:
+    -- no deferral), for a take the straggler rule looks at closely (tail).
+    SELECT shardline_item_weight(i.range_start, i.range_end, u.start, u."end") AS records
+      FROM shardline_item AS i
+      LEFT JOIN shardline_unit AS u ON i.range_start IS NULL AND u.job_id = %(job)s AND u.idx = i.unit_idx
+     WHERE i.job_id = %(job)s AND i.state = 'pending'
+       AND shardline_in_epochs(i.epoch, %(from)s::integer, %(upto)s::integer)
+     ORDER BY i.epoch, i.position
+     LIMIT 1
+), todo AS (
+    -- The records left: every pending item's, and those of the epochs not
+    -- made yet. Up to TAIL_WINDOW item rows, read only for a worker the
+    -- straggler rule would defer were every item one record (tail).
+    SELECT pending.records + coalesce(unmade.records, 0) AS records
+      FROM (SELECT coalesce(sum(shardline_item_weight(i.range_start, i.range_end, u.start, u."end")), 0) AS records
+              FROM shardline_item AS i
+              LEFT JOIN shardline_unit AS u ON i.range_start IS NULL AND u.job_id = %(job)s AND u.idx = i.unit_idx
+             WHERE i.job_id = %(job)s AND i.state = 'pending') AS pending
+      LEFT JOIN (SELECT (j.num_epochs - j.epochs_materialised)
+                          * sum(shardline_item_weight(NULL, NULL, u.start, u."end")) AS records
+                   FROM job AS j
+                   JOIN shardline_unit AS u ON u.job_id = j.id
+                  WHERE j.num_epochs > j.epochs_materialised
+                  GROUP BY j.num_epochs, j.epochs_materialised) AS unmade ON true
 ), tail AS (
+    -- Paces are per record (shardline_item_weight, server/sql/schema.sql):
+    -- items differ in size once split, and a worker's next item takes its
+    -- records' time at its pace, the others' remaining work all pending
+    -- records' at theirs.
     -- Deferred only if this worker is also over twice as slow as the
     -- others' mean pace: the fastest worker is never deferred, so workers of
     -- equal speed can never all defer to each other.
@@ -129,11 +160,18 @@ WITH req AS (
     -- finished): a slow worker's first take ahead would otherwise decide
     -- the job's end before any rule could tell it is slow.
     SELECT coalesce(NOT %(sync)s::boolean AND r.items > 0
-                    AND CASE WHEN %(ahead)s::boolean AND r.items < %(tail_window)s AND mine.seconds_per_item IS NULL
+                    AND CASE WHEN %(ahead)s::boolean AND r.items < %(tail_window)s AND mine.seconds_per_record IS NULL
                              THEN true
-                             ELSE mine.seconds_per_item * CASE WHEN %(ahead)s::boolean THEN 1 + %(count)s::integer ELSE 1 END
-                                      > r.items / others.items_per_second
-                                  AND mine.seconds_per_item > 2 * others.workers / others.items_per_second
+                             -- CASE, not AND, is evaluated in order: `todo` is read
+                             -- only where its lower bound (every item one record) defers.
+                             WHEN mine.seconds_per_record > 2 * others.workers / others.records_per_second
+                                  AND mine.seconds_per_record * (SELECT records FROM next_item)
+                                      * CASE WHEN %(ahead)s::boolean THEN 1 + %(count)s::integer ELSE 1 END
+                                      > r.items / others.records_per_second
+                             THEN mine.seconds_per_record * (SELECT records FROM next_item)
+                                      * CASE WHEN %(ahead)s::boolean THEN 1 + %(count)s::integer ELSE 1 END
+                                  > (SELECT records FROM todo) / others.records_per_second
+                             ELSE false
                         END, false) AS deferred
       FROM remaining AS r
       LEFT JOIN LATERAL (
@@ -142,30 +180,43 @@ WITH req AS (
             -- worker's first item, acknowledged with its next take, would
             -- otherwise never count.
             -- Before any finished: at least as long as its consumer has
-            -- held the oldest lease it is still on (a loader takes its next
-            -- range while the loop still trains on the last one's batches,
-            -- which are acknowledged only once received). Not for a take
-            -- ahead, which waits for a measured pace (below).
+            -- held the oldest lease it is still on, over that lease's
+            -- records (a loader takes its next range while the loop still
+            -- trains on the last one's batches, which are acknowledged only
+            -- once received). Not for a take ahead, which waits for a
+            -- measured pace (below).
             SELECT coalesce(
-                     (SELECT (w.busy_seconds + d.seconds) / (w.items_done + d.n)
+                     (SELECT (w.busy_seconds + d.seconds) / nullif(w.records_done + d.records, 0)
                         FROM shardline_worker AS w,
-                             (SELECT count(*) AS n, coalesce(sum(duration), 0) AS seconds FROM done) AS d
+                             (SELECT count(*) AS n, coalesce(sum(f.duration), 0) AS seconds,
+                                     coalesce(sum(shardline_item_weight(f.range_start, f.range_end, u.start, u."end")), 0)
+                                       AS records
+                                FROM done AS f
+                                LEFT JOIN shardline_unit AS u
+                                  ON f.range_start IS NULL AND u.job_id = %(job)s AND u.idx = f.unit_idx) AS d
                        WHERE w.job_id = %(job)s AND w.name = %(worker)s AND w.items_done + d.n >= 1),
-                     (SELECT extract(epoch FROM shardline_now() - min(h.leased_at))
+                     (SELECT extract(epoch FROM shardline_now() - h.leased_at)
+                               / shardline_item_weight(h.range_start, h.range_end, u.start, u."end")
                         FROM shardline_item AS h
+                        LEFT JOIN shardline_unit AS u
+                          ON h.range_start IS NULL AND u.job_id = %(job)s AND u.idx = h.unit_idx
                        WHERE NOT %(ahead)s::boolean
                          AND h.job_id = %(job)s AND h.state = 'leased' AND NOT h.ahead
                          AND h.expires_at > shardline_now() AND h.id NOT IN (SELECT id FROM req)
                          AND h.worker IN (SELECT c.name FROM shardline_worker AS c
                                            WHERE c.job_id = %(job)s AND c.consumer = %(consumer)s
-                                          UNION ALL SELECT %(worker)s))
-                   ) AS seconds_per_item
+                                          UNION ALL SELECT %(worker)s)
+                       ORDER BY h.leased_at
+                       LIMIT 1)
+                   ) AS seconds_per_record
+             -- A fence: pulled up, the subquery was run once for each use of its column.
+             OFFSET 0
            ) AS mine ON r.items < %(tail_window)s
       LEFT JOIN LATERAL (
-            SELECT sum(w.items_done / w.busy_seconds) AS items_per_second, count(*) AS workers
+            SELECT sum(w.records_done / w.busy_seconds) AS records_per_second, count(*) AS workers
               FROM shardline_worker AS w, job AS j
              WHERE w.job_id = %(job)s AND w.name <> %(worker)s AND w.consumer IS DISTINCT FROM %(consumer)s
-               AND w.items_done >= 1 AND w.busy_seconds > 0
+               AND w.items_done >= 1 AND w.records_done >= 1 AND w.busy_seconds > 0
                AND shardline_worker_live(w.last_seen, j.lease_timeout)
                -- Only workers reading now (a worker that reads holds a lease
                -- all but a round trip of the time): one that died, or was
@@ -177,7 +228,8 @@ WITH req AS (
                               AND h.expires_at > shardline_now())
                AND NOT EXISTS (SELECT FROM shardline_waiting_consumer AS v
                                 WHERE v.job_id = %(job)s AND v.consumer = w.consumer)
-           ) AS others ON mine.seconds_per_item IS NOT NULL
+            OFFSET 0
+           ) AS others ON mine.seconds_per_record IS NOT NULL
 ), reclaimed AS (
     UPDATE shardline_item AS i
        SET state = CASE WHEN i.attempts >= (SELECT max_attempts FROM job) THEN 'failed' ELSE 'pending' END,

@@ -11,10 +11,15 @@ from .helpers import create_job, take
 pytestmark = pytest.mark.django_db
 
 
-def pace(job_id, name, items_done, busy_seconds):
+def pace(job_id, name, items_done, busy_seconds, records_done=None):
     # Worker statistics as a run would have left them (set up directly: in a
     # test transaction now() does not move, so real durations would be 0).
-    Worker.objects.filter(job_id=job_id, name=name).update(items_done=items_done, busy_seconds=busy_seconds)
+    # A work read whole weighs one record.
+    Worker.objects.filter(job_id=job_id, name=name).update(
+        items_done=items_done,
+        busy_seconds=busy_seconds,
+        records_done=items_done if records_done is None else records_done,
+    )
 
 
 @pytest.fixture
@@ -40,7 +45,7 @@ def test_a_slow_first_item_acknowledged_with_the_next_take_counts(worker_client,
     # is acknowledged in the take that asks for the next (WorkQueue.ranges()
     # does so): that take must already see it as slow.
     job_id = job_near_its_end["id"]
-    Worker.objects.filter(job_id=job_id, name="slow").update(items_done=0, busy_seconds=0)
+    Worker.objects.filter(job_id=job_id, name="slow").update(items_done=0, records_done=0, busy_seconds=0)
     held = Item.objects.get(job_id=job_id, worker="slow", state="leased")
     Item.objects.filter(id=held.id).update(leased_at=held.leased_at - timedelta(seconds=40))
     result = take(worker_client, job_id, "slow", complete=[{"id": held.id, "token": held.token}])
@@ -56,7 +61,7 @@ def test_before_it_finishes_an_item_a_workers_pace_is_how_long_its_consumer_has_
     # its take carries no completion. Held 40 s, that range says the
     # consumer is slow, for that loader and for its sibling loader alike.
     job_id = job_near_its_end["id"]
-    Worker.objects.filter(job_id=job_id, name="slow").update(items_done=0, busy_seconds=0)
+    Worker.objects.filter(job_id=job_id, name="slow").update(items_done=0, records_done=0, busy_seconds=0)
     held = Item.objects.get(job_id=job_id, worker="slow", state="leased")
     Item.objects.filter(id=held.id).update(leased_at=held.leased_at - timedelta(seconds=40))
     assert take(worker_client, job_id, "slow")["retry_after"] == 0.5
@@ -133,3 +138,60 @@ def test_near_the_end_a_take_ahead_waits_until_its_workers_pace_is_known(worker_
     ahead = worker_client.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "new", "ahead": True}, format="json")
     assert ahead.status_code == 200 and ahead.json()["leases"] == []
     assert len(take(worker_client, job_id, "new")["leases"]) == 1  # a take for the loop itself is not held back
+
+
+def ranges(*sizes):
+    return [f"/d/{i}.csv?start=0&end={size}" for i, size in enumerate(sizes)]
+
+
+@pytest.fixture
+def ranged_job_near_its_end(worker_client, job_name):
+    # Record ranges, as a sliced job's, after a split cut one into pieces:
+    # the slow worker's one finished item was a 3-record piece, read in 0.6 s
+    # (0.2 s a record); the fast ones read 150-record ranges in 5 s each
+    # (0.033 s a record). Per item, the slow one looked over 8x faster.
+    job = create_job(worker_client, job_name, ranges(150, 150, 150, 3, 150, 150), shuffle=False)
+    for name in ("fast-1", "fast-2", "slow"):
+        take(worker_client, job["id"], name)
+    pace(job["id"], "fast-1", 1, 5.0, records_done=150)
+    pace(job["id"], "fast-2", 1, 5.0, records_done=150)
+    pace(job["id"], "slow", 1, 0.6, records_done=3)
+    return job
+
+
+def test_paces_are_per_record_so_a_fast_worker_is_not_deferred_for_a_slow_ones_small_piece(
+    worker_client, ranged_job_near_its_end
+):
+    # Per item, 5 s against 0.6 s: the fast worker was deferred here, and
+    # the pieces cut for it stayed pending while it waited.
+    assert len(take(worker_client, ranged_job_near_its_end["id"], "fast-1")["leases"]) == 1
+
+
+def test_a_slow_worker_takes_a_small_piece_but_not_a_range_the_others_finish_first(
+    worker_client, ranged_job_near_its_end
+):
+    job_id = ranged_job_near_its_end["id"]
+    # Next in order: the 3-record piece, 0.6 s at its pace, while the others
+    # need 5 s for the 303 records left. It may take it.
+    small = take(worker_client, job_id, "slow")["leases"]
+    assert [(lease["start"], lease["end"]) for lease in small] == [(0, 3)]
+    # Then a 150-record range: 30 s at its pace, the others finish the 300
+    # records left in 5 s.
+    result = take(worker_client, job_id, "slow")
+    assert result["leases"] == [] and result["retry_after"] == 0.5
+
+
+def test_a_worker_counts_the_records_of_the_items_it_finished(worker_client, job_name):
+    # A range counts its records (its own once a split cut it, else its
+    # unit's), a work read whole one; an item failed or given back, none.
+    job = create_job(worker_client, job_name, ranges(150, 40, 7) + ["/d/whole.bin"], shuffle=False)
+    leases = take(worker_client, job["id"], "w", count=4)["leases"]
+    Item.objects.filter(id=leases[1]["id"]).update(range_start=0, range_end=25)  # as a cut leaves it
+    finished = [{"id": lease["id"], "token": lease["token"]} for lease in (leases[0], leases[1], leases[3])]
+    assert take(worker_client, job["id"], "w", complete=finished)["completed"] == sorted(x["id"] for x in finished)
+    response = worker_client.post(
+        f"/api/v1/leases/{leases[2]['id']}/fail/", {"token": leases[2]["token"], "error": "unreadable"}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    worker = Worker.objects.get(job_id=job["id"], name="w")
+    assert (worker.items_done, worker.records_done) == (3, 150 + 25 + 1)

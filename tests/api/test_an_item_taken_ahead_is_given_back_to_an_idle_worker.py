@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 def paced(job_id, *workers):
     """The workers have finished an item each (1 s): near a job's end, a take ahead needs its worker's pace."""
-    Worker.objects.filter(job_id=job_id, name__in=workers).update(items_done=1, busy_seconds=1.0)
+    Worker.objects.filter(job_id=job_id, name__in=workers).update(items_done=1, records_done=1, busy_seconds=1.0)
 
 
 def take(client, job_id, worker, **fields):
