@@ -9,6 +9,12 @@ range's size, one for a work read whole), kept by the item trigger, and
 take.sql compares records. Workers of running jobs get what their finished
 items weigh.
 
+``deferred_since``: since when a worker's takes are deferred. A deferral
+ends once it has lasted as long as the worker's own next item would take:
+plain DataLoaders whose loaders were each deferred to the others' (which
+read nothing while their loops waited on a deferred sibling) held a job
+for good.
+
 The text below is this migration's copy of those definitions; schema.sql
 holds the present, and a test holds the migrated database to it.
 """
@@ -217,6 +223,11 @@ class Migration(migrations.Migration):
             model_name="worker",
             name="records_done",
             field=models.BigIntegerField(db_default=0, default=0),
+        ),
+        migrations.AddField(
+            model_name="worker",
+            name="deferred_since",
+            field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.RunSQL(RULES, BEFORE),
     ]

@@ -113,9 +113,13 @@ def throughput(job: Job, minutes: int = 30) -> list[tuple[datetime, int]]:
 
 
 def workers_with_health(job: Job) -> list[dict]:
-    """Workers of a job, with a straggler mark (mean item time over 2x the median) and a gone mark."""
+    """Workers of a job, with a straggler mark (time per record over 2x the median) and a gone mark.
+
+    Per record, as the straggler rule of take.sql: split pieces differ in
+    size, and per item a worker that finished a small piece looked fast.
+    """
     rows = list(Worker.objects.filter(job=job).with_liveness().order_by("name"))
-    means = sorted(w.mean_item_seconds for w in rows if w.mean_item_seconds is not None)
+    means = sorted(w.record_seconds for w in rows if w.record_seconds is not None)
     median = (
         means[len(means) // 2]
         if len(means) % 2
@@ -126,11 +130,13 @@ def workers_with_health(job: Job) -> list[dict]:
             "name": w.name,
             "items_done": w.items_done,
             "items_failed": w.items_failed,
+            "records_done": w.records_done,
             "mean_item_seconds": w.mean_item_seconds,
+            "record_seconds": w.record_seconds,
             "last_seen": w.last_seen,
             "waiting": w.waiting_since is not None,
             "straggler": bool(
-                median and w.mean_item_seconds is not None and len(means) > 1 and w.mean_item_seconds > 2 * median
+                median and w.record_seconds is not None and len(means) > 1 and w.record_seconds > 2 * median
             ),
             "gone": not w.is_live,
         }

@@ -250,6 +250,12 @@ class ItemSerializer(serializers.ModelSerializer):
 class WorkerSerializer(serializers.ModelSerializer):
     job = serializers.IntegerField(source="job_id", read_only=True)
     mean_item_seconds = serializers.FloatField(read_only=True, allow_null=True)
+    records_done = serializers.IntegerField(
+        read_only=True, help_text="Records of the items it finished (a record range's size; a work read whole counts one)."
+    )
+    record_seconds = serializers.FloatField(
+        read_only=True, allow_null=True, help_text="Its pace: busy seconds per record finished."
+    )
 
     class Meta:
         model = Worker
@@ -262,8 +268,10 @@ class WorkerSerializer(serializers.ModelSerializer):
             "last_seen",
             "items_done",
             "items_failed",
+            "records_done",
             "busy_seconds",
             "mean_item_seconds",
+            "record_seconds",
         ]
         read_only_fields = fields
 

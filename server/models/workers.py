@@ -43,6 +43,9 @@ class Worker(models.Model):
     name = models.CharField(max_length=255)
     consumer = models.CharField(max_length=255, blank=True, default="")
     waiting_since = models.DateTimeField(null=True, blank=True)
+    # Since its first take in a row that the straggler rule deferred (take.sql):
+    # a deferral lasts no longer than the worker's own next item would.
+    deferred_since = models.DateTimeField(null=True, blank=True)
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField()
     items_done = models.BigIntegerField(default=0)
@@ -71,6 +74,11 @@ class Worker(models.Model):
     @property
     def mean_item_seconds(self) -> float | None:
         return self.busy_seconds / self.items_done if self.items_done else None
+
+    @property
+    def record_seconds(self) -> float | None:
+        """Its pace: seconds per record of what it finished (the straggler rule's, server/sql/take.sql)."""
+        return self.busy_seconds / self.records_done if self.records_done else None
 
 
 class DataStall(models.Model):

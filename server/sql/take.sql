@@ -51,9 +51,10 @@
 --              A give-back asked of one meanwhile was refused: the take that
 --              asked is woken to ask elsewhere (services/give_back.py).
 --   events     the audit trail of expired leases.
---   seen       the worker's last_seen, its consumer, and whether it waits
+--   seen       the worker's last_seen, its consumer, whether it waits
 --              (a take ahead never does: its consumer is reading; nor a
---              take that leaves should it find nothing).
+--              take that leaves should it find nothing), and since when
+--              its takes are deferred (tail).
 --   claimed    with an Idempotency-Key (%(key)s, else NULL): the request's
 --              record, with the leases made here, committed with them. A
 --              plain INSERT: a repeat of the key fails on the primary key
@@ -165,12 +166,16 @@ WITH req AS (
                              -- CASE, not AND, is evaluated in order: `todo` is read
                              -- only where its lower bound (every item one record) defers.
                              WHEN mine.seconds_per_record > 2 * others.workers / others.records_per_second
-                                  AND mine.seconds_per_record * (SELECT records FROM next_item)
-                                      * CASE WHEN %(ahead)s::boolean THEN 1 + %(count)s::integer ELSE 1 END
-                                      > r.items / others.records_per_second
-                             THEN mine.seconds_per_record * (SELECT records FROM next_item)
-                                      * CASE WHEN %(ahead)s::boolean THEN 1 + %(count)s::integer ELSE 1 END
-                                  > (SELECT records FROM todo) / others.records_per_second
+                                  AND due.seconds > r.items / others.records_per_second
+                                  -- A deferral ends once it has lasted as long as this
+                                  -- worker's next item would take: the others were to
+                                  -- finish everything by then. A misjudgement (others
+                                  -- whose consumers wait on a deferred loader of theirs
+                                  -- read nothing, however fast they were) then costs
+                                  -- no more than the rule meant to save.
+                                  AND coalesce(shardline_now() - due.deferred_since < make_interval(secs => due.seconds),
+                                               true)
+                             THEN due.seconds > (SELECT records FROM todo) / others.records_per_second
                              ELSE false
                         END, false) AS deferred
       FROM remaining AS r
@@ -230,6 +235,17 @@ WITH req AS (
                                 WHERE v.job_id = %(job)s AND v.consumer = w.consumer)
             OFFSET 0
            ) AS others ON mine.seconds_per_record IS NOT NULL
+      LEFT JOIN LATERAL (
+            -- How long this worker would take, at its pace, to finish the
+            -- item it would lease (a take ahead: and those before it), and
+            -- since when its takes have been deferred.
+            SELECT mine.seconds_per_record * n.records
+                     * CASE WHEN %(ahead)s::boolean THEN 1 + %(count)s::integer ELSE 1 END AS seconds,
+                   (SELECT w.deferred_since FROM shardline_worker AS w
+                     WHERE w.job_id = %(job)s AND w.name = %(worker)s) AS deferred_since
+              FROM next_item AS n
+            OFFSET 0
+           ) AS due ON mine.seconds_per_record IS NOT NULL
 ), reclaimed AS (
     UPDATE shardline_item AS i
        SET state = CASE WHEN i.attempts >= (SELECT max_attempts FROM job) THEN 'failed' ELSE 'pending' END,
@@ -316,19 +332,25 @@ WITH req AS (
     -- queue, or deferred, or paused) exactly when this statement leased it
     -- nothing.
     INSERT INTO shardline_worker AS w (job_id, name, consumer, first_seen, last_seen, items_done, items_failed,
-                                       busy_seconds, waiting_since)
+                                       busy_seconds, waiting_since, deferred_since)
     SELECT j.id, %(worker)s, %(consumer)s, shardline_now(), shardline_now(), 0, 0, 0,
            -- A take ahead that found nothing does not wait: its consumer is
            -- reading; nor does one that leaves (%(leave)s): its consumer reads
            -- through another of its loaders.
            CASE WHEN %(ahead)s::boolean OR %(leave)s::boolean OR EXISTS (SELECT 1 FROM leased)
-                THEN NULL ELSE shardline_now() END
+                THEN NULL ELSE shardline_now() END,
+           CASE WHEN NOT %(ahead)s::boolean AND (SELECT deferred FROM tail) THEN shardline_now() END
       FROM job AS j
     ON CONFLICT (job_id, name) DO UPDATE
        SET last_seen = shardline_now(),
            consumer = EXCLUDED.consumer,
            waiting_since = CASE WHEN EXCLUDED.waiting_since IS NULL THEN NULL
-                                ELSE coalesce(w.waiting_since, EXCLUDED.waiting_since) END
+                                ELSE coalesce(w.waiting_since, EXCLUDED.waiting_since) END,
+           -- Deferred since its first deferred take in a row (tail). Takes
+           -- ahead leave it: their consumer is reading, not waiting on them.
+           deferred_since = CASE WHEN %(ahead)s::boolean THEN w.deferred_since
+                                 WHEN EXCLUDED.deferred_since IS NULL THEN NULL
+                                 ELSE coalesce(w.deferred_since, EXCLUDED.deferred_since) END
 ), dropped AS (
     DELETE FROM shardline_take_request
      WHERE %(key)s::text IS NOT NULL AND job_id = %(job)s AND worker = %(worker)s

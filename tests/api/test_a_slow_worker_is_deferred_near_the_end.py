@@ -195,3 +195,37 @@ def test_a_worker_counts_the_records_of_the_items_it_finished(worker_client, job
     assert response.status_code == 200, response.content
     worker = Worker.objects.get(job_id=job["id"], name="w")
     assert (worker.items_done, worker.records_done) == (3, 150 + 25 + 1)
+
+
+def deferred_since(job_id, name):
+    return Worker.objects.values_list("deferred_since", flat=True).get(job_id=job_id, name=name)
+
+
+def test_a_deferral_lasts_no_longer_than_the_workers_own_next_item(worker_client, job_near_its_end):
+    # Plain DataLoaders whose loaders were each deferred to other processes'
+    # loaders held a job for good: those read nothing while their own loop
+    # waited on a deferred sibling, however fast they had been. The others
+    # were to finish everything in the slow worker's 4 s; once deferred that
+    # long, it takes the item.
+    job_id = job_near_its_end["id"]
+    assert take(worker_client, job_id, "slow")["retry_after"] == 0.5
+    since = deferred_since(job_id, "slow")
+    assert since is not None
+    assert take(worker_client, job_id, "slow")["retry_after"] == 0.5
+    assert deferred_since(job_id, "slow") == since  # from the first deferred take in a row
+    Worker.objects.filter(job_id=job_id, name="slow").update(deferred_since=since - timedelta(seconds=3.9))
+    assert take(worker_client, job_id, "slow")["retry_after"] == 0.5
+    Worker.objects.filter(job_id=job_id, name="slow").update(deferred_since=since - timedelta(seconds=4.1))
+    assert len(take(worker_client, job_id, "slow")["leases"]) == 1
+    assert deferred_since(job_id, "slow") is None
+
+
+def test_a_take_ahead_neither_starts_nor_ends_a_deferral(worker_client, job_near_its_end):
+    job_id = job_near_its_end["id"]
+    ahead = worker_client.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "slow", "ahead": True}, format="json")
+    assert ahead.status_code == 200 and ahead.json()["leases"] == []
+    assert deferred_since(job_id, "slow") is None  # its consumer reads the item in hand
+    assert take(worker_client, job_id, "slow")["retry_after"] == 0.5
+    since = deferred_since(job_id, "slow")
+    worker_client.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "slow", "ahead": True}, format="json")
+    assert deferred_since(job_id, "slow") == since
