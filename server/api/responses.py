@@ -251,7 +251,8 @@ class WorkerSerializer(serializers.ModelSerializer):
     job = serializers.IntegerField(source="job_id", read_only=True)
     mean_item_seconds = serializers.FloatField(read_only=True, allow_null=True)
     records_done = serializers.IntegerField(
-        read_only=True, help_text="Records of the items it finished (a record range's size; a work read whole counts one)."
+        read_only=True,
+        help_text="Records of the items it finished (a record range's size; a work read whole counts one).",
     )
     record_seconds = serializers.FloatField(
         read_only=True, allow_null=True, help_text="Its pace: busy seconds per record finished."
