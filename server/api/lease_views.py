@@ -202,7 +202,11 @@ class ExtendManyView(APIView):
             # unless their restart is to take them back.
             (job_id,) = beat.jobs
             wait = waits.Wait(
-                data["wait"],
+                # No longer than the pace the server wants positions at
+                # (heartbeat_in): a held heartbeat carried the position from
+                # when it left, and the split planner judged the holders of
+                # a job's tail by reports up to 3 s old.
+                data["wait"] if beat.heartbeat_in is None else min(data["wait"], beat.heartbeat_in),
                 job_id,
                 holders=beat.holders,
                 answer="heartbeat_in",

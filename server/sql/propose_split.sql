@@ -37,7 +37,7 @@
 --              of their paces (a worker whose pace is not known yet counts
 --              at the mean pace).
 --   victim     the lease that would finish last (unread records over its
---              pace; unknown paces last, then the most unread), if it has
+--              pace, an unknown one the mean; then the most unread), if it has
 --              at least twice its floor left. Its holder keeps what
 --              it reads in `left` seconds, and never more than its share
 --              with this one taker (unread * r / (r + m), r its pace, m the
@@ -66,7 +66,11 @@ WITH job AS (
            coalesce(i.range_start, u.start) AS first,
            coalesce(i.range_end, u."end") AS stop,
            extract(epoch FROM shardline_now() - i.read_at) AS since_read,
-           (i.read_to - coalesce(i.range_start, u.start))
+           -- Unknown (null) until a report says it read something: one sent
+           -- as it began says nothing of its pace, and a pace of 0 put the
+           -- lease last in line for a split for as long as a held heartbeat
+           -- kept the next report (seconds), when it was a slow holder's.
+           nullif(i.read_to - coalesce(i.range_start, u.start), 0)
                / nullif(extract(epoch FROM i.read_at - i.leased_at), 0) AS rate
       FROM job AS j
       -- Only leases whose holder reports positions: it tracks its reading
@@ -124,7 +128,7 @@ WITH job AS (
                  e.stop - e.floor)::bigint AS point
       FROM estimated AS e, plan AS p
      WHERE e.askable AND (SELECT n FROM asked) = 0 AND e.stop - e.here >= 2 * e.floor
-     ORDER BY (e.stop - e.here) / nullif(e.rate, 0) DESC NULLS LAST, e.stop - e.here DESC
+     ORDER BY (e.stop - e.here) / coalesce(e.rate, p.mean) DESC NULLS LAST, e.stop - e.here DESC
      LIMIT 1
 ), pieces AS (
     SELECT v.id, v.point,

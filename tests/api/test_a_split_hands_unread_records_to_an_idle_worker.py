@@ -344,3 +344,18 @@ def test_no_split_is_asked_of_a_lease_of_the_takers_own_consumer(worker_client, 
     other = take(worker_client, job["id"], "another-process")  # another consumer: it asks, and waits
     assert other["waiting_on"] >= 1
     assert str(held["id"]) in extend(worker_client, held, position=108)["splits"]
+
+
+def test_a_holder_that_reported_no_progress_is_judged_at_the_mean_pace(worker_client, job_name):
+    # Its one report came as it began (its position the range's first
+    # record); held heartbeats keep the next for seconds. A pace of 0 put
+    # its lease last in line, and a slow holder kept half its range.
+    job = create_job(worker_client, job_name, ["/f.csv?start=0&end=10000", "/g.csv?start=0&end=10000"], shuffle=False)
+    quiet = take(worker_client, job["id"], "quiet")["leases"][0]
+    fast = take(worker_client, job["id"], "fast")["leases"][0]
+    extend(worker_client, quiet, position=0)
+    extend(worker_client, fast, position=3000)
+    began_seconds_ago(quiet["id"], 1)  # nothing read yet: 10,000 left, about 3.3 s at the mean pace
+    began_seconds_ago(fast["id"], 1)  # 3,000 records/s, 7,000 left: 2.3 s
+    take(worker_client, job["id"], "idle")
+    assert list(extend(worker_client, quiet)["splits"]) == [str(quiet["id"])]

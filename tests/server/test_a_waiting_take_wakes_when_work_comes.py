@@ -112,8 +112,15 @@ def test_a_split_wakes_the_holders_heartbeat_and_then_the_waiting_take(api):
     heartbeat = {}
 
     def beat():
+        # As the SDK's heartbeat thread: the server holds each beat (in a
+        # job's tail, a quarter of a second: the pace it wants positions at),
+        # and the next leaves as one returns, until a split is asked.
         began = time.monotonic()
-        heartbeat["answer"] = api.post("/api/v1/leases/extend/", {"leases": [ref], "wait": WAIT}).json()
+        while time.monotonic() - began < WAIT:
+            answer = api.post("/api/v1/leases/extend/", {"leases": [ref], "wait": WAIT}).json()
+            if answer["splits"]:
+                break
+        heartbeat["answer"] = answer
         heartbeat["seconds"] = time.monotonic() - began
 
     seen = last_seen(api, job_id, "holder")
@@ -132,6 +139,19 @@ def test_a_split_wakes_the_holders_heartbeat_and_then_the_waiting_take(api):
     assert result.status == 200 and result.seconds < WAIT / 2
     (remainder,) = result.answer["leases"]
     assert (remainder["id"], remainder["start"], remainder["end"]) == (cut["remainder"], at, 1000)
+
+
+def test_in_a_jobs_tail_a_held_heartbeat_returns_for_a_fresh_position(api):
+    # Held all it asked (3 s from the SDK), a heartbeat's position was that
+    # many seconds old when the split planner read it: a slow holder that
+    # had read nothing at its first report looked like one of unknown pace.
+    job_id = create(api, ["/f.csv?start=0&end=1000"])
+    held = take(api, job_id, "holder")["leases"][0]  # nothing pending: the job is in its tail
+    ref = {"id": held["id"], "token": held["token"], "position": 0}
+    began = time.monotonic()
+    answer = api.post("/api/v1/leases/extend/", {"leases": [ref], "wait": WAIT}).json()
+    assert time.monotonic() - began < WAIT / 2
+    assert answer["heartbeat_in"] == 0 and answer["splits"] == {}  # held, and the next leaves at once
 
 
 def test_a_refused_split_wakes_the_take_and_it_asks_another_holder(api):
