@@ -176,6 +176,12 @@ def test_a_refused_split_wakes_the_take_and_it_asks_another_holder(api):
     began = time.monotonic()
     wait_until(lambda: asked(other), WAIT / 2, 0.02, "the other holder to be asked")
     assert time.monotonic() - began < WAIT / 2 and waiting.is_alive()
+    # The other holder cuts: the take leases the rest and returns (left
+    # waiting, it was cut off unanswered as the session's server stopped).
+    at = asked(other)[str(other["id"])]
+    cut = api.post(f"/api/v1/leases/{other['id']}/split/", {"token": other["token"], "at": at}).json()
+    result = waiting.result()
+    assert result.status == 200 and [lease["id"] for lease in result.answer["leases"]] == [cut["remainder"]]
 
 
 def test_a_consumer_that_starts_waiting_ends_the_waits_on_its_leases(api):
