@@ -5,6 +5,7 @@ A job's progress (totals, rate, live workers, ETA) is ``server.progress``.
 
 from __future__ import annotations
 
+import statistics
 from datetime import datetime, timedelta
 
 from django.db.models import Q
@@ -119,12 +120,8 @@ def workers_with_health(job: Job) -> list[dict]:
     size, and per item a worker that finished a small piece looked fast.
     """
     rows = list(Worker.objects.filter(job=job).with_liveness().order_by("name"))
-    means = sorted(w.record_seconds for w in rows if w.record_seconds is not None)
-    median = (
-        means[len(means) // 2]
-        if len(means) % 2
-        else (sum(means[len(means) // 2 - 1 : len(means) // 2 + 1]) / 2 if means else None)
-    )
+    paces = [w.record_seconds for w in rows if w.record_seconds is not None]
+    median = statistics.median(paces) if paces else None
     return [
         {
             "name": w.name,
@@ -136,7 +133,7 @@ def workers_with_health(job: Job) -> list[dict]:
             "last_seen": w.last_seen,
             "waiting": w.waiting_since is not None,
             "straggler": bool(
-                median and w.record_seconds is not None and len(means) > 1 and w.record_seconds > 2 * median
+                median and w.record_seconds is not None and len(paces) > 1 and w.record_seconds > 2 * median
             ),
             "gone": not w.is_live,
         }
