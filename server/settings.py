@@ -163,8 +163,8 @@ SHARDLINE_DEFAULT_LEASE_TIMEOUT = env_int("SHARDLINE_DEFAULT_LEASE_TIMEOUT", 60,
 SHARDLINE_DEFAULT_MAX_ATTEMPTS = env_int("SHARDLINE_DEFAULT_MAX_ATTEMPTS", 3, minimum=1, maximum=100)
 SHARDLINE_MAX_TAKE = env_int("SHARDLINE_MAX_TAKE", 1000, minimum=1)
 # The liquid tail (server/services/splits.py): the fewest records a split
-# leaves to either side, unless its holder reads fewer in half a second
-# (splits.PIECE_SECONDS); below twice that a record range is not split.
+# leaves to either side, unless its holder reads fewer in
+# splits.PIECE_SECONDS; below twice that a record range is not split.
 SHARDLINE_SPLIT_MIN_RECORDS = env_int("SHARDLINE_SPLIT_MIN_RECORDS", 16, minimum=1)
 SHARDLINE_TOKEN_CACHE_SECONDS = env_int("SHARDLINE_TOKEN_CACHE_SECONDS", 10, minimum=0)
 # The lease statements run as prepared statements of the session

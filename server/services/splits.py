@@ -67,8 +67,10 @@ STALE_REQUEST = 4 * TAIL_HEARTBEAT + 1.0
 # A split leaves to either side at least SHARDLINE_SPLIT_MIN_RECORDS, or
 # what its holder reads in this long if that is fewer: a piece is worth a
 # request and a take (tens of milliseconds) once the holder would take this
-# long to read it, however few records that is.
-PIECE_SECONDS = 0.5
+# long to read it, however few records that is. At 0.5 s the last pieces of
+# a job of many slices were too coarse to share: its workers finished up to
+# a second apart (bench/RESULTS.md, 2026-12-01).
+PIECE_SECONDS = 0.15
 # An idle worker's pace is that of the record range it completed last,
 # within this long (propose_split.sql): older, it says little of now.
 RECENT_PACE = 10.0
@@ -119,7 +121,7 @@ def trim(lease, records: int, caller: Caller = SERVER):
 def cut(lease_id: int, token: int, at: int, caller: Caller = SERVER) -> dict:
     """The holder of ``lease_id`` stops at record ``at``: below its end, the rest becomes a new item."""
     with metrics.timed("split"):
-        rows = sql.run("cut", {"id": lease_id, "token": token, "at": at, "floor": floor(), **caller.sql})
+        rows = sql.run("cut", {"id": lease_id, "token": token, "at": at, **caller.sql})
         if not rows:
             metrics.LEASES_LOST.labels("split").inc()
             raise LeaseLost(

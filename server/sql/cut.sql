@@ -2,9 +2,9 @@
 -- it will stop reading at record %(at)s. Below the lease's end, the lease
 -- keeps [start, at) and [at, end) becomes new pending items of the same
 -- epoch and unit, whose parent is this one: as many pieces as the request
--- asked (split_pieces), fewer when the rest is too short for pieces of
--- %(floor)s records; at the end (or past it), the holder refused and only
--- the request is cleared. One statement, so the lease's new end and its
+-- asked (split_pieces), fewer when the holder stopped past the point asked
+-- and the rest is too short for pieces of the size planned; at the end (or
+-- past it), the holder refused and only the request is cleared. One statement, so the lease's new end and its
 -- remainder commit together or not at all.
 --
 --   target     the lease, held with this token, and its range (its own
@@ -28,7 +28,7 @@
 -- cut was made now (made) or now or before (split), the remainder's first
 -- piece and the number of pieces made now.
 WITH target AS (
-    SELECT i.id, i.job_id, i.epoch, i.unit_idx, i.worker, i.split_for, i.read_to, i.split_pieces,
+    SELECT i.id, i.job_id, i.epoch, i.unit_idx, i.worker, i.split_for, i.read_to, i.split_at, i.split_pieces,
            coalesce(i.range_start, u.start) AS first,
            coalesce(i.range_end, u."end") AS stop
       FROM shardline_item AS i
@@ -58,7 +58,11 @@ WITH target AS (
        AND NOT EXISTS (SELECT FROM again)
  RETURNING i.id, i.range_end
 ), counted AS (
-    SELECT greatest(1, least(coalesce(t.split_pieces, 1), (t.stop - %(at)s) / %(floor)s))::int AS pieces
+    -- The pieces the request planned (propose_split.sql sized them, none
+    -- under its floor), fewer when the holder stops past the point asked:
+    -- as many of the planned size as the rest still holds.
+    SELECT greatest(1, least(coalesce(t.split_pieces, 1),
+                             (t.stop - %(at)s) / greatest(1, (t.stop - t.split_at) / nullif(t.split_pieces, 0))))::int AS pieces
       FROM target AS t
 ), numbered AS (
     UPDATE shardline_job AS j

@@ -18,12 +18,7 @@
 --   estimated  where each holder is now: its report plus its pace since,
 --              plus %(lead)s seconds for the request to reach it; askable
 --              when it was not asked in the last %(stale)s seconds (a request
---              is pending, or the holder just refused). Its floor: the
---              fewest records a split leaves to either side, %(floor)s, or
---              what the holder reads in %(piece_seconds)s seconds if fewer.
---              A floor in records alone kept a slow holder of expensive
---              records reading seconds of them after every other worker
---              was done (2 x 16 records at its pace).
+--              is pending, or the holder just refused).
 --   idle_paces the paces of the job's workers that hold no lease: the
 --              record range each completed last, within %(recent)s seconds
 --              (its records over its lease's time). The tail begins as the
@@ -38,7 +33,14 @@
 --              at the mean pace).
 --   victim     the lease that would finish last (unread records over its
 --              pace, an unknown one the mean; then the most unread), if it has
---              at least twice its floor left. Its holder keeps what
+--              at least twice its floor left. Its floor: the fewest records
+--              a split leaves to either side, %(floor)s, or what the holder
+--              reads in %(piece_seconds)s seconds if fewer (at the mean pace
+--              while its own is not known). A floor in records alone kept a
+--              slow holder of expensive records reading seconds of them
+--              after every other worker was done (2 x 16 records at its
+--              pace); a lease just taken, judged by it, kept its whole rest
+--              as one piece for one idle worker while others had none. Its holder keeps what
 --              it reads in `left` seconds, and never more than its share
 --              with this one taker (unread * r / (r + m), r its pace, m the
 --              mean; half when r is not known): then every worker ends
@@ -91,8 +93,7 @@ WITH job AS (
 ), estimated AS (
     SELECT id, stop, rate,
            split_asked_at IS NULL OR split_asked_at < shardline_now() - make_interval(secs => %(stale)s) AS askable,
-           least(stop, read_to + coalesce(rate, 0) * (since_read + %(lead)s)) AS here,
-           least(%(floor)s, greatest(1, ceil(coalesce(nullif(rate, 0) * %(piece_seconds)s, %(floor)s))))::bigint AS floor
+           least(stop, read_to + coalesce(rate, 0) * (since_read + %(lead)s)) AS here
       FROM held
      WHERE stop IS NOT NULL
 ), idle_paces AS (
@@ -122,12 +123,17 @@ WITH job AS (
              WHERE w.job_id = j.id AND shardline_worker_live(w.last_seen, j.lease_timeout)) AS w
 ), victim AS (
     -- least() skips nulls: with no pace known, the holder keeps half.
-    SELECT e.id, e.stop, e.floor,
+    SELECT e.id, e.stop, f.floor,
            least(ceil(e.here + least((e.stop - e.here) * coalesce(e.rate / nullif(e.rate + p.mean, 0), 0.5),
                                      coalesce(e.rate, p.mean) * p.left)),
-                 e.stop - e.floor)::bigint AS point
-      FROM estimated AS e, plan AS p
-     WHERE e.askable AND (SELECT n FROM asked) = 0 AND e.stop - e.here >= 2 * e.floor
+                 e.stop - f.floor)::bigint AS point
+      FROM estimated AS e
+     CROSS JOIN plan AS p
+     CROSS JOIN LATERAL (
+           SELECT least(%(floor)s,
+                        greatest(1, coalesce(ceil(coalesce(nullif(e.rate, 0), p.mean) * %(piece_seconds)s),
+                                             %(floor)s)))::bigint AS floor) AS f
+     WHERE e.askable AND (SELECT n FROM asked) = 0 AND e.stop - e.here >= 2 * f.floor
      ORDER BY (e.stop - e.here) / coalesce(e.rate, p.mean) DESC NULLS LAST, e.stop - e.here DESC
      LIMIT 1
 ), pieces AS (

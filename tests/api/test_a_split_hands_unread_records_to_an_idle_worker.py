@@ -261,7 +261,7 @@ def test_a_slow_holder_is_asked_for_fewer_records_than_the_floor(worker_client, 
     # 40 records left, under twice the floor of 100: a fast holder reads
     # them in a moment and is not asked (the test above); one that reads a
     # record a second would read on for 40 s after the idle worker is done.
-    # Its floor is what it reads in half a second (services/splits.py).
+    # Its floor is what it reads in splits.PIECE_SECONDS (services/splits.py).
     settings.SHARDLINE_SPLIT_MIN_RECORDS = 100
     job = create_job(worker_client, job_name, ["/f.csv?start=0&end=100"])
     held = take(worker_client, job["id"], "holder")["leases"][0]
@@ -359,3 +359,68 @@ def test_a_holder_that_reported_no_progress_is_judged_at_the_mean_pace(worker_cl
     began_seconds_ago(fast["id"], 1)  # 3,000 records/s, 7,000 left: 2.3 s
     take(worker_client, job["id"], "idle")
     assert list(extend(worker_client, quiet)["splits"]) == [str(quiet["id"])]
+
+
+def test_the_cut_makes_the_pieces_the_request_planned_however_few_records_each(worker_client, job_name, settings):
+    # The plan sizes pieces by time (what a worker reads in the plan's
+    # horizon), and the floor of a holder this slow is a record or two. The
+    # cut counted the rest in pieces of the records floor instead: here 720
+    # records in three pieces for four idle workers, one of them left idle.
+    settings.SHARDLINE_SPLIT_MIN_RECORDS = 200
+    job = create_job(worker_client, job_name, ["/f.csv?start=0&end=1000"])
+    held = take(worker_client, job["id"], "holder")["leases"][0]
+    for idle in ("idle-1", "idle-2", "idle-3", "idle-4"):  # seen by the server; nothing to split yet
+        assert take(worker_client, job["id"], idle)["leases"] == []
+    extend(worker_client, held, position=100)
+    began_seconds_ago(held["id"], 10)  # 10 records/s, 900 left
+
+    take(worker_client, job["id"], "idle-1")
+    at = extend(worker_client, held)["splits"][str(held["id"])]
+    # Five workers at 10 records/s share 900 records: 18 s, 180 records each.
+    assert 100 + 170 < at < 100 + 190
+    assert split(worker_client, held, at).json()["split"]
+    pieces = [take(worker_client, job["id"], idle)["leases"] for idle in ("idle-1", "idle-2", "idle-3", "idle-4")]
+    assert all(len(leases) == 1 for leases in pieces), pieces
+    sizes = [leases[0]["end"] - leases[0]["start"] for leases in pieces]
+    assert sum(sizes) == 1000 - at and max(sizes) - min(sizes) <= 1
+
+
+def test_a_holder_past_the_point_asked_cuts_as_many_pieces_of_the_planned_size_as_are_left(worker_client, job_name):
+    job = create_job(worker_client, job_name, ["/f.csv?start=0&end=1000"])
+    held = take(worker_client, job["id"], "holder")["leases"][0]
+    for idle in ("idle-1", "idle-2", "idle-3", "idle-4"):
+        take(worker_client, job["id"], idle)
+    extend(worker_client, held, position=100)
+    began_seconds_ago(held["id"], 10)
+    take(worker_client, job["id"], "idle-1")
+    at = extend(worker_client, held)["splits"][str(held["id"])]
+    piece = (1000 - at) // 4  # four planned, as in the test above
+    # The holder read on past the point by two pieces' worth before it answered.
+    answer = split(worker_client, held, at + 2 * piece).json()
+    assert answer["split"] and answer["end"] == at + 2 * piece
+    rests = [(first, stop) for _id, _state, first, stop, parent, _pos in item_rows(job["id"]) if parent == held["id"]]
+    assert len(rests) == 2 and rests[0][0] == at + 2 * piece and rests[-1][1] == 1000
+
+
+def test_a_lease_just_taken_is_split_by_the_pace_of_the_others(worker_client, job_name):
+    # At the end of a job of many slices the last ones are leased as the
+    # first workers run out, and the others' paces are known: a slice of 24
+    # records at 40 records a second is 0.6 s of reading for its holder while
+    # the worker beside it is idle. Its pace unknown, its floor was the 16
+    # records of the records floor, and under twice that nothing was asked.
+    job = create_job(worker_client, job_name, ["/f.csv?start=0&end=40", "/g.csv?start=0&end=24"], shuffle=False)
+    done = take(worker_client, job["id"], "idle")["leases"][0]
+    began_seconds_ago(done["id"], 1)
+    assert complete(worker_client, done, records=40).status_code == 200  # 40 records in 1 s
+    held = take(worker_client, job["id"], "holder")["leases"][0]
+    assert (held["start"], held["end"]) == (0, 24)
+    extend(worker_client, held, position=0)  # its report as it began: no pace yet
+
+    asking = take(worker_client, job["id"], "idle")
+    assert asking["leases"] == [] and asking["waiting_on"] >= 1
+    at = extend(worker_client, held, position=0)["splits"][str(held["id"])]
+    # Both at 40 records/s: each reads 12 of the 24.
+    assert 10 <= at <= 14, at
+    assert split(worker_client, held, at).json()["split"]
+    rest = take(worker_client, job["id"], "idle")["leases"][0]
+    assert (rest["start"], rest["end"]) == (at, 24)
