@@ -73,7 +73,16 @@ class Consumers:
 
     def whole_items_stream(self, name: str) -> Stream:
         """A stream for a loop over whole items, shaped for ``look_ahead.leases(stream, depth)``."""
-        return self.stream(name, None if self._depth else 1, False, None, False)
+        return self.loop_stream(name, tracks=False)
+
+    def loop_stream(self, name: str, tracks: bool) -> Stream:
+        """A stream for a loop of this process that reads one lease at a time, shaped for ``look_ahead.leases(stream, depth)``.
+
+        ``tracks``: its reader claims the records of record ranges (``ranges()``,
+        a DataLoader's reader without loader processes), so their leases,
+        taken ahead too, may be split from the start.
+        """
+        return self.stream(name, None if self._depth else 1, tracks, None, False)
 
     def taker(self, name: str) -> look_ahead.Taker:
         taker = look_ahead.Taker(self.whole_items_stream(name), self._depth)

@@ -272,13 +272,21 @@ class WorkQueue:
         """A stream for a loop over whole items, shaped for ``look_ahead.leases(stream, self.look_ahead)``."""
         return self._consumers.whole_items_stream(self.name)
 
+    def loop_stream(self, tracks: bool) -> Stream:
+        """A stream for a loop that reads one lease at a time, shaped for ``look_ahead.leases(stream, self.look_ahead)``.
+
+        ``tracks``: the loop's reader claims records (worker_sdk.lease_records).
+        """
+        return self._consumers.loop_stream(self.name, tracks)
+
     def ranges(self):
         """One ``WorkRange`` per leased item, for readers of one's own that claim records (worker_sdk.ranges).
 
         Claiming each record before using it lets the server split the
         unread rest of a slice off to an idle worker at the end of the queue.
+        The next item is leased ahead while the loop reads one (``look_ahead``).
         """
-        return ranges(self.stream(tracks=True))
+        return ranges(self.loop_stream(tracks=True), self.look_ahead)
 
     @contextmanager
     def lease(self):

@@ -12,7 +12,8 @@ rest of its range off to an idle worker (server/services/splits.py):
 
 or, with the SDK's readers (lines, TFRecord, Parquet), ``work.records()``.
 A work that is not a record range (a file read whole) cannot be split: every
-claim succeeds. Each item is acknowledged when the next one is asked for.
+claim succeeds. Each item is acknowledged when the next one is asked for,
+and the next is leased ahead while the loop reads one (``WorkQueue(look_ahead=1)``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from contextlib import closing
 from typing import Callable, Iterable, Iterator
 
-from . import formats, readers
+from . import formats, look_ahead, readers, stall
 from .protocol import Lease
 from .stream import Stream
 from .tracker import RangeTracker
@@ -83,9 +84,15 @@ class WorkRange:
             self._tracker = None
 
 
-def ranges(stream: Stream) -> Iterator[WorkRange]:
-    """One WorkRange per leased item of ``stream``; each completed when the next is asked for."""
-    with closing(stream.timed_leases()) as leases:
+def ranges(stream: Stream, depth: int = 0) -> Iterator[WorkRange]:
+    """One WorkRange per leased item of ``stream``; each completed when the next is asked for.
+
+    ``depth``: leases taken ahead while the loop reads one (worker_sdk.look_ahead;
+    ``stream`` then has ``lag=None``), so that the loop does not wait on a
+    take between two ranges. A range taken ahead and not started is given
+    back to a worker with nothing to read, as a whole item is.
+    """
+    with closing(stall.timed(look_ahead.leases(stream, depth), stream.meter)) as leases:
         for lease in leases:
             work = WorkRange(stream, lease)
             try:

@@ -20,7 +20,9 @@ they read, and the batches past the cut are dropped, never delivered; an
 item is acknowledged once the loop received it whole, and a loop that stops
 mid-range gives back only what it did not receive. Otherwise an item read
 through ``reader`` is acknowledged when the reader is done with it, before
-its last record is handed on; without a reader, a loader process
+its last record is handed on (with ``num_workers=0``, by the take that
+leases the next item ahead, not a request of the loop's thread); without a
+reader, a loader process
 acknowledges each item as it hands it to the main process (the main process
 itself, with ``num_workers=0``, when it asks for the next item).
 
@@ -105,9 +107,11 @@ class WorkQueueDataset(IterableDataset):
             self.queue.consumer = self.consumer
             if self.stall is not None:
                 stall.adopt(self.queue.job["id"], self.consumer, self.stall)
-        # Item strings in the loop's own process: the next is taken ahead
-        # while the loop trains on this one (WorkQueue's look_ahead).
-        depth = self.queue.look_ahead if self.reader is None and not in_loader else 0
+        # In the loop's own process the next item is taken ahead while the
+        # loop trains on this one (WorkQueue's look_ahead): item strings, or
+        # record ranges read through ``reader``, whose completion then rides
+        # the take ahead instead of a request of its own on the loop's thread.
+        depth = 0 if in_loader else self.queue.look_ahead
         if in_loader and self.board is not None and self.reader is not None:
             # The loop's process claims what it receives: a lease is
             # acknowledged once received whole (worker_sdk.receipts).
@@ -116,7 +120,8 @@ class WorkQueueDataset(IterableDataset):
             loader = loader_receipts.LoaderReceipts(self.board, info.id, stream, self.batched, self.drop_last)
             loader_receipts.adopt(loader)
             return self._read(stream, in_loader, depth, loader)
-        stream = self.queue.whole_items_stream() if depth else self.queue.stream(tracks=self.reader is not None)
+        tracks = self.reader is not None
+        stream = self.queue.loop_stream(tracks) if not in_loader else self.queue.stream(tracks=tracks)
         if in_loader or self.stall is not None:
             return self._read(stream, in_loader, depth)
         # The loop's own process reads (num_workers=0): its waits for records

@@ -1,0 +1,148 @@
+"""A loop over record ranges in the training process leases its next range ahead: its thread waits on no request between ranges.
+
+``ranges()`` and a DataLoader without loader processes over a reader
+(``WorkQueueDataset(queue, reader=...)``) read one range at a time in the
+loop's own process. With ``WorkQueue(look_ahead=1)`` (the default) the next
+range is leased on a thread of its own while the loop reads one
+(worker_sdk.look_ahead), and the one finished is acknowledged by that take:
+before, each range cost the loop's thread a take (and, through a reader, a
+completion of its own), 15-30 ms each on a 2-core machine. A range taken
+ahead and not started goes back unread when the loop stops, and to an idle
+worker that asks for it. Real server (the ASGI one of tests/support.py).
+"""
+
+import threading
+
+import pytest
+from torch.utils.data import DataLoader
+
+from server.models import Event, Item
+from tests.support import wait_until
+from worker_sdk import WorkQueue, readers
+from worker_sdk.client import Client
+from worker_sdk.leaser import GIVE_BACK_REASON
+from worker_sdk.look_ahead import STOPPED_REASON
+from worker_sdk.torch import WorkQueueDataset
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def sliced_works(tmp_path, slices=4, lines=5):
+    """One CSV file of ``slices * lines`` lines ``s,j``, named as ``slices`` explicit slices of ``lines`` records."""
+    path = tmp_path / "records.csv"
+    path.write_text("".join(f"{s},{j}\n" for s in range(slices) for j in range(lines)))
+    return [f"{path}?start={s * lines}&end={(s + 1) * lines}" for s in range(slices)]
+
+
+def every_record(slices=4, lines=5):
+    return [f"{s},{j}".encode() for s in range(slices) for j in range(lines)]
+
+
+@pytest.fixture
+def senders(monkeypatch):
+    """The thread each take and each completion of this process was sent from, in order."""
+    seen = []
+    take, complete, complete_many = Client.take, Client.complete, Client.complete_many
+
+    def recorded(kind, call):
+        def send(self, *args, **kwargs):
+            seen.append((kind, threading.current_thread() is threading.main_thread()))
+            return call(self, *args, **kwargs)
+
+        return send
+
+    monkeypatch.setattr(Client, "take", recorded("take", take))
+    monkeypatch.setattr(Client, "complete", recorded("complete", complete))
+    monkeypatch.setattr(Client, "complete_many", recorded("complete", complete_many))
+    return seen
+
+
+def counts(queue):
+    marks = queue.watermarks()
+    return marks["done"], marks["leased"], marks["pending"]
+
+
+def test_ranges_leases_the_next_range_while_the_loop_reads_and_gives_back_what_it_did_not_start(sdk_env, tmp_path):
+    queue = WorkQueue(sliced_works(tmp_path), shuffle=False)
+    works = queue.ranges()
+    first = next(works)
+    assert list(first.records()) == every_record()[:5]
+    second = next(works)
+    assert second.start == 5
+    # Near a job's end (here, all of it) a worker takes ahead once its pace is known: from its second range on.
+    wait_until(lambda: counts(queue) == (1, 2, 1), 10, 0.02, "the third range leased ahead, the first acknowledged")
+    assert list(second.records()) == every_record()[5:10]
+    # The loop stops after the second range: the third, taken ahead and not
+    # started, goes back unread (its attempt returned); the second, in hand
+    # and read to its end, is given back too, as a stopped loop's item is.
+    works.close()
+    rows = dict(Item.objects.filter(job_id=queue.job["id"]).values_list("position", "attempts"))
+    assert rows[2] == 0
+    released = Event.objects.filter(job_id=queue.job["id"], kind="released").values_list("message", flat=True)
+    assert list(released) == [STOPPED_REASON]
+
+
+def test_ranges_sends_no_take_or_completion_from_the_loops_thread_after_its_first(sdk_env, tmp_path, senders):
+    queue = WorkQueue(sliced_works(tmp_path, slices=6), shuffle=False)
+    read = [record for work in queue.ranges() for record in work.records()]
+    assert read == every_record(slices=6)
+    assert counts(queue) == (6, 0, 0)
+    on_the_loop = [kind for kind, main in senders if main]
+    # Its first take (nothing was ahead), and its second: a worker takes
+    # ahead near the end once its pace is known. The last take, finding the
+    # end, is the loop's own too: it carries the last range's completion.
+    assert on_the_loop.count("complete") == 0, senders
+    assert on_the_loop.count("take") <= 3, senders
+    assert any(kind == "take" and not main for kind, main in senders)
+
+
+def test_a_dataloader_over_a_reader_without_loader_processes_takes_ahead_and_acknowledges_with_its_takes(
+    sdk_env, tmp_path, senders
+):
+    queue = WorkQueue(sliced_works(tmp_path, slices=6), shuffle=False)
+    loop = DataLoader(WorkQueueDataset(queue, reader=readers.records), batch_size=None)
+    assert list(loop) == every_record(slices=6)
+    assert counts(queue) == (6, 0, 0)
+    on_the_loop = [kind for kind, main in senders if main]
+    # Each range's completion rode a take: none was sent alone from the
+    # loop's thread (before, one per range, and a take after it).
+    assert on_the_loop.count("complete") == 0, senders
+    assert on_the_loop.count("take") <= 3, senders
+
+
+def test_look_ahead_0_reads_ranges_as_before(sdk_env, tmp_path, senders):
+    queue = WorkQueue(sliced_works(tmp_path), shuffle=False, look_ahead=0)
+    read = [record for work in queue.ranges() for record in work.records()]
+    assert read == every_record()
+    assert all(main for _kind, main in senders), senders
+
+
+def test_a_range_taken_ahead_goes_to_an_idle_worker_unread_and_every_record_is_read_once(sdk_env, tmp_path):
+    works = sliced_works(tmp_path, slices=3)
+    slow = WorkQueue(works, shuffle=False, name="ranged-ahead", worker="slow")
+    reading = slow.ranges()
+    read = {"slow": list(next(reading).records())}
+    second = next(reading)
+    leased = Item.objects.filter(job_id=slow.job["id"], state="leased", worker="slow")
+    wait_until(lambda: leased.count() == 2, 10, 0.02, "the third range taken ahead of the second")
+    read["slow"] += list(second.records())  # read, not acknowledged until the loop asks for the next
+    # Another worker has nothing to read: the slow one's heartbeat gives its
+    # range taken ahead back, and the idle worker's take leases it.
+    fast = WorkQueue(works, shuffle=False, name="ranged-ahead", worker="fast")
+    assert fast.job["id"] == slow.job["id"]
+    fast_works = fast.ranges()
+    given = next(fast_works)
+    assert given.start == 10
+    read["fast"] = list(given.records())
+    # Each loop's next take waits on the other's lease until that is
+    # acknowledged: they end together.
+    rest = threading.Thread(target=lambda: read["slow"].extend(r for work in reading for r in work.records()))
+    rest.start()
+    read["fast"] += [record for work in fast_works for record in work.records()]
+    rest.join(30)
+    assert not rest.is_alive()
+    assert read == {"slow": every_record(slices=2), "fast": every_record(slices=3)[10:]}
+    rows = Item.objects.filter(job_id=slow.job["id"]).order_by("position").values_list("state", "worker", "attempts")
+    assert list(rows) == [("done", "slow", 1), ("done", "slow", 1), ("done", "fast", 1)]
+    released = Event.objects.filter(job_id=slow.job["id"], kind="released").values_list("worker", "message")
+    assert list(released) == [("slow", GIVE_BACK_REASON)]
