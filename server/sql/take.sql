@@ -34,6 +34,8 @@
 --   picked     the first pending items in (epoch, position) order, read from
 --              the partial index item_pending; SKIP LOCKED hands concurrent
 --              takers disjoint rows, so no item ever has two live leases.
+--              Not a split's piece for a take ahead (outside synchronous
+--              training): pieces are for the workers with nothing to read.
 --   leased     each picked row gets a fresh random fencing token
 --              (shardline_fencing_token, server/sql/schema.sql) and its holder,
 --              the caller's user (%(holder)s), and forgets the last lease's
@@ -271,6 +273,13 @@ WITH req AS (
        AND shardline_in_epochs(epoch, %(from)s::integer, %(upto)s::integer)
        AND EXISTS (SELECT 1 FROM job WHERE state IN ('ready', 'running'))
        AND NOT (SELECT deferred FROM tail)
+       -- A take ahead leases no piece split off a range (but a rank of
+       -- synchronous training, whose quota's remainders are such pieces):
+       -- the pieces are cut for the workers that have nothing to read, each
+       -- sized to end with the others (propose_split.sql). Taken ahead by a
+       -- worker still reading, it waited for that worker's current item, or
+       -- went back to an idle one at a round trip's cost (bench/RESULTS.md).
+       AND (parent_id IS NULL OR NOT %(ahead)s::boolean OR %(sync)s::boolean)
      ORDER BY epoch, position
      LIMIT %(count)s
        FOR UPDATE SKIP LOCKED

@@ -424,3 +424,21 @@ def test_a_lease_just_taken_is_split_by_the_pace_of_the_others(worker_client, jo
     assert split(worker_client, held, at).json()["split"]
     rest = take(worker_client, job["id"], "idle")["leases"][0]
     assert (rest["start"], rest["end"]) == (at, 24)
+
+
+def test_a_take_ahead_leases_no_piece_split_off_for_idle_workers(worker_client, job_name):
+    # The pieces are sized for the workers with nothing to read. A worker
+    # still reading that took one ahead started it only after its own item
+    # (or gave it back to an idle worker, a round trip later).
+    job = create_job(worker_client, job_name, ["/f.csv?start=0&end=1000", "/g.csv?start=0&end=100"], shuffle=False)
+    held = take(worker_client, job["id"], "holder")["leases"][0]
+    first = take(worker_client, job["id"], "busy")["leases"][0]
+    began_seconds_ago(first["id"], 1)
+    assert complete(worker_client, first).status_code == 200  # its pace known: a take ahead is not deferred for it
+    split(worker_client, held, 500)
+    ahead = worker_client.post(
+        f"/api/v1/jobs/{job['id']}/leases/", {"worker": "busy", "count": 1, "ahead": True}, format="json"
+    )
+    assert ahead.status_code == 200 and ahead.json()["leases"] == [], ahead.content
+    piece = take(worker_client, job["id"], "idle")["leases"]
+    assert [(lease["start"], lease["end"]) for lease in piece] == [(500, 1000)]

@@ -136,11 +136,21 @@ def test_a_range_taken_ahead_goes_to_an_idle_worker_unread_and_every_record_is_r
     read["fast"] = list(given.records())
     # Each loop's next take waits on the other's lease until that is
     # acknowledged: they end together.
-    rest = threading.Thread(target=lambda: read["slow"].extend(r for work in reading for r in work.records()))
+    errors = []
+
+    def read_the_rest():
+        try:
+            read["slow"].extend(record for work in reading for record in work.records())
+        except BaseException as exc:  # seen by the test, not only printed by the thread
+            errors.append(exc)
+            reading.close()
+            raise
+
+    rest = threading.Thread(target=read_the_rest)
     rest.start()
     read["fast"] += [record for work in fast_works for record in work.records()]
     rest.join(30)
-    assert not rest.is_alive()
+    assert not rest.is_alive() and errors == []
     assert read == {"slow": every_record(slices=2), "fast": every_record(slices=3)[10:]}
     rows = Item.objects.filter(job_id=slow.job["id"]).order_by("position").values_list("state", "worker", "attempts")
     assert list(rows) == [("done", "slow", 1), ("done", "slow", 1), ("done", "fast", 1)]
