@@ -15,12 +15,8 @@
 --              sibling, not asked, read no further than the split's floor).
 --   asked      a request this worker made that is still unanswered: it waits
 --              for that one rather than splitting a second lease.
---   paces      the mean, sum and count of the paces known: the holders' and
---              the idle workers' (idle_paces, below).
---   estimated  where each holder is now: its report plus its pace since (the
---              mean pace while its own is not known, none for a lease taken
---              ahead and not started), plus %(lead)s seconds for the request
---              to reach it; askable
+--   estimated  where each holder is now: its report plus its pace since,
+--              plus %(lead)s seconds for the request to reach it; askable
 --              when it was not asked in the last %(stale)s seconds (a request
 --              is pending, or the holder just refused).
 --   idle_paces the paces of the job's workers that hold no lease: the
@@ -71,10 +67,7 @@ WITH job AS (
     SELECT i.id, i.split_at, i.split_for, i.split_asked_at, i.read_to,
            coalesce(i.range_start, u.start) AS first,
            coalesce(i.range_end, u."end") AS stop,
-           -- Since its report, or since its consumer started it (a lease
-           -- taken ahead is reported at its first record as it is taken).
-           extract(epoch FROM shardline_now() - greatest(i.read_at, i.leased_at)) AS since_read,
-           i.ahead,
+           extract(epoch FROM shardline_now() - i.read_at) AS since_read,
            -- Unknown (null) until a report says it read something: one sent
            -- as it began says nothing of its pace, and a pace of 0 put the
            -- lease last in line for a split for as long as a held heartbeat
@@ -97,6 +90,12 @@ WITH job AS (
     SELECT count(*) AS n
       FROM held
      WHERE split_for = %(worker)s AND split_asked_at > shardline_now() - make_interval(secs => %(stale)s)
+), estimated AS (
+    SELECT id, stop, rate,
+           split_asked_at IS NULL OR split_asked_at < shardline_now() - make_interval(secs => %(stale)s) AS askable,
+           least(stop, read_to + coalesce(rate, 0) * (since_read + %(lead)s)) AS here
+      FROM held
+     WHERE stop IS NOT NULL
 ), idle_paces AS (
     SELECT DISTINCT ON (i.worker)
            (coalesce(i.range_end, u."end") - coalesce(i.range_start, u.start))
@@ -111,27 +110,13 @@ WITH job AS (
      WHERE NOT EXISTS (SELECT FROM shardline_item AS h
                         WHERE h.job_id = j.id AND h.worker = i.worker AND h.state = 'leased')
      ORDER BY i.worker, i.completed_at DESC
-), paces AS (
-    SELECT avg(rate) AS mean, coalesce(sum(rate), 0) AS known, count(*) AS rated
-      FROM (SELECT rate FROM held UNION ALL SELECT rate FROM idle_paces) AS r
-     WHERE rate > 0
-), estimated AS (
-    SELECT h.id, h.stop, h.rate,
-           h.split_asked_at IS NULL OR h.split_asked_at < shardline_now() - make_interval(secs => %(stale)s) AS askable,
-           -- A holder of unknown pace reads at the mean pace, one that has
-           -- not started its lease (taken ahead) not at all. At 0, the point
-           -- asked of a lease begun since the last report lay behind its
-           -- holder, which refused when that left the taker less than asked
-           -- (slices of 15 records: no split at all, bench/RESULTS.md).
-           least(h.stop, h.read_to + coalesce(h.rate, CASE WHEN h.ahead THEN 0 ELSE p.mean END, 0)
-                                     * (h.since_read + %(lead)s)) AS here
-      FROM held AS h, paces AS p
-     WHERE h.stop IS NOT NULL
 ), plan AS (
     SELECT p.mean,
            u.unread / nullif(p.known + greatest(w.n - p.rated, 0) * p.mean, 0) AS left,
            greatest(w.n - 1, 1) AS others
-      FROM paces AS p,
+      FROM (SELECT avg(rate) AS mean, coalesce(sum(rate), 0) AS known, count(*) AS rated
+              FROM (SELECT rate FROM estimated UNION ALL SELECT rate FROM idle_paces) AS r
+             WHERE rate > 0) AS p,
            (SELECT sum(stop - here) AS unread FROM estimated) AS u,
            (SELECT count(*) AS n
               FROM shardline_worker AS w, job AS j

@@ -442,29 +442,3 @@ def test_a_take_ahead_leases_no_piece_split_off_for_idle_workers(worker_client, 
     assert ahead.status_code == 200 and ahead.json()["leases"] == [], ahead.content
     piece = take(worker_client, job["id"], "idle")["leases"]
     assert [(lease["start"], lease["end"]) for lease in piece] == [(500, 1000)]
-
-
-def test_a_holder_silent_since_it_began_is_counted_as_reading_at_the_mean_pace(worker_client, job_name):
-    # Its lease began a second ago and no report has come since (the tail's
-    # heartbeats come every quarter second; a lease taken ahead is reported
-    # at its first record when it is taken). Counted as at its first record,
-    # the point asked lay behind where it was, and a holder past the point
-    # of a short range refuses: at 10x slices of 15 records nothing was cut.
-    job = create_job(worker_client, job_name, ["/f.csv?start=0&end=40", "/g.csv?start=0&end=100"], shuffle=False)
-    done = take(worker_client, job["id"], "idle")["leases"][0]
-    began_seconds_ago(done["id"], 1)
-    assert complete(worker_client, done).status_code == 200  # 40 records/s
-    response = worker_client.post(
-        f"/api/v1/jobs/{job['id']}/leases/", {"worker": "holder", "tracks": True}, format="json"
-    )
-    held = response.json()["leases"][0]  # reported at its first record as it is taken, as the SDK's readers take
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE shardline_item SET leased_at = now() - interval '1 second', read_at = now() - interval '1 second' "
-            "WHERE id = %s",
-            [held["id"]],
-        )
-    assert take(worker_client, job["id"], "idle")["leases"] == []
-    at = extend(worker_client, held)["splits"][str(held["id"])]
-    # About 42 read by now at 40 records/s; the two share the other 58: 29 each.
-    assert 66 <= at <= 76, at
