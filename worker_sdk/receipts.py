@@ -149,7 +149,7 @@ class SharedTracker:
             point = max(at, self._get(NEXT))
             points = [start for start in self._starts if start >= point]
             point = points[0] if points else max(point, self._frontier)
-            fewest = max(1, min(min_records, end - at))
+            fewest = max(1, min(min_records, (end - at + 1) // 2))
             if point > end - fewest or point <= self.start:
                 return None
             self._set(CUT, point)

@@ -52,16 +52,19 @@ class RangeTracker:
         """Offers to stop at ``at`` (or the next unclaimed record, if later); None when too little is left.
 
         Too little is fewer than ``min_records``, or, for a point asked
-        closer to the end than that (the server plans by time, and a slow
-        reader's records are worth splitting off a few at a time), less than
-        was asked. The offer holds claims at and past the point until
-        ``settle_split``.
+        closer to the end than twice that (the server plans by time, and a
+        slow reader's records are worth splitting off a few at a time), less
+        than half of what was asked. The point is the server's estimate of
+        where the reader will be: a reader of a short range that had gone a
+        few records past it refused when less than all was left, and at 10x
+        slices (15 records) no split was cut (bench/RESULTS.md). The offer
+        holds claims at and past the point until ``settle_split``.
         """
         with self._mutex:
             if self._cut is not None:
                 return None
             point = max(at, self._next)
-            fewest = max(1, min(min_records, self.end - at))
+            fewest = max(1, min(min_records, (self.end - at + 1) // 2))
             if point > self.end - fewest or point <= self.start:
                 return None
             self._cut = point

@@ -3,7 +3,8 @@
 The server plans a split by time (server/sql/propose_split.sql): from a
 slow reader it may ask for fewer records than the floor in records
 (``min_records``). The reader offers the point asked if it is not past it;
-past it, only as much as leaves the floor to the remainder.
+past it, only as much as leaves the floor to the remainder, or, for a point
+asked close to the end, half of what was asked.
 """
 
 from worker_sdk.tracker import RangeTracker
@@ -38,9 +39,19 @@ def test_a_point_closer_to_the_end_than_the_floor_is_offered_when_the_reader_is_
     assert tracker.end == 95
 
 
-def test_past_a_point_closer_than_the_floor_the_reader_refuses():
+def test_past_a_point_closer_than_the_floor_the_reader_offers_where_it_is_while_half_is_left():
+    # The point is the server's estimate of where the reader will be; a
+    # reader of a 15-record slice is often a few records past it.
     tracker = RangeTracker(0, 100)
     read_to(tracker, 97)
-    assert tracker.try_split(95, min_records=16) is None  # 3 left of the 5 asked: less than planned
+    assert tracker.try_split(95, min_records=16) == 97  # 3 left of the 5 asked
+    tracker.settle_split(True)
+    assert tracker.end == 97
+
+
+def test_past_a_point_closer_than_the_floor_the_reader_refuses_less_than_half_of_it():
+    tracker = RangeTracker(0, 100)
+    read_to(tracker, 98)
+    assert tracker.try_split(95, min_records=16) is None  # 2 left of the 5 asked
     assert tracker.try_split(100, min_records=16) is None  # nothing left
-    assert tracker.end == 100 and tracker.try_claim(97)
+    assert tracker.end == 100 and tracker.try_claim(98)
