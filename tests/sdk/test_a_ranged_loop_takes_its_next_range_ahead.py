@@ -11,13 +11,19 @@ ahead and not started goes back unread when the loop stops, and to an idle
 worker that asks for it. Real server (the ASGI one of tests/support.py).
 """
 
+import json
+import os
+import subprocess
+import sys
 import threading
+import uuid
+from datetime import timedelta
 
 import pytest
 from torch.utils.data import DataLoader
 
 from server.models import Event, Item
-from tests.support import wait_until
+from tests.support import ROOT, wait_until
 from worker_sdk import WorkQueue, readers
 from worker_sdk.client import Client
 from worker_sdk.leaser import GIVE_BACK_REASON
@@ -118,41 +124,55 @@ def test_look_ahead_0_reads_ranges_as_before(sdk_env, tmp_path, senders):
 
 
 def test_a_range_taken_ahead_goes_to_an_idle_worker_unread_and_every_record_is_read_once(sdk_env, tmp_path):
+    # The slow worker is a process of its own (tests/sdk/sdk_worker.py): two
+    # queues of one process share its end-of-queue mark, and the idle one's
+    # would count the slow one's leases as not worth waiting for.
     works = sliced_works(tmp_path, slices=3)
-    slow = WorkQueue(works, shuffle=False, name="ranged-ahead", worker="slow")
-    reading = slow.ranges()
-    read = {"slow": list(next(reading).records())}
-    second = next(reading)
-    leased = Item.objects.filter(job_id=slow.job["id"], state="leased", worker="slow")
-    wait_until(lambda: leased.count() == 2, 10, 0.02, "the third range taken ahead of the second")
-    read["slow"] += list(second.records())  # read, not acknowledged until the loop asks for the next
-    # Another worker has nothing to read: the slow one's heartbeat gives its
-    # range taken ahead back, and the idle worker's take leases it.
-    fast = WorkQueue(works, shuffle=False, name="ranged-ahead", worker="fast")
-    assert fast.job["id"] == slow.job["id"]
-    fast_works = fast.ranges()
-    given = next(fast_works)
-    assert given.start == 10
-    read["fast"] = list(given.records())
-    # Each loop's next take waits on the other's lease until that is
-    # acknowledged: they end together.
-    errors = []
-
-    def read_the_rest():
-        try:
-            read["slow"].extend(record for work in reading for record in work.records())
-        except BaseException as exc:  # seen by the test, not only printed by the thread
-            errors.append(exc)
-            reading.close()
-            raise
-
-    rest = threading.Thread(target=read_the_rest)
-    rest.start()
-    read["fast"] += [record for work in fast_works for record in work.records()]
-    rest.join(30)
-    assert not rest.is_alive() and errors == []
-    assert read == {"slow": every_record(slices=2), "fast": every_record(slices=3)[10:]}
-    rows = Item.objects.filter(job_id=slow.job["id"]).order_by("position").values_list("state", "worker", "attempts")
-    assert list(rows) == [("done", "slow", 1), ("done", "slow", 1), ("done", "fast", 1)]
-    released = Event.objects.filter(job_id=slow.job["id"], kind="released").values_list("worker", "message")
+    name = f"ranged-ahead-{uuid.uuid4().hex[:8]}"
+    # Its first range takes no time (its pace is then known, and it takes
+    # ahead); its second waits 600 s before its first record.
+    args = ["--works", json.dumps(works), "--cost", "600", "--first-cost", "0", "--look-ahead", "1"]
+    slow = subprocess.Popen(
+        [sys.executable, "tests/sdk/sdk_worker.py", "--items", "0", *args, "--name", name, "--worker", "slow"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        text=True,
+    )
+    try:
+        lines = [slow.stdout.readline().strip() for _ in range(8)]
+        assert lines == [
+            f"start {works[0]}",
+            *(f"record 0,{j}" for j in range(5)),
+            f"done {works[0]}",
+            f"start {works[1]}",
+        ]
+        fast = WorkQueue(works, shuffle=False, name=name, worker="fast")
+        leased = Item.objects.filter(job_id=fast.job["id"], state="leased", worker="slow")
+        wait_until(lambda: leased.count() == 2, 10, 0.02, "the third range taken ahead of the second")
+        # The idle worker has nothing to read: the slow one's heartbeat gives
+        # its range taken ahead back, and the idle worker's take leases it.
+        reading = fast.ranges()
+        given = next(reading)
+        assert given.start == 10
+        read = list(given.records())
+        # The slow worker dies holding the second range, none of it read: its
+        # dropped heartbeat hands it on. It dies once its next heartbeat is
+        # held (it extends the lease past the give-back's time), not between
+        # two heartbeats, as in the test of items() taken ahead.
+        released_at = Event.objects.get(job_id=fast.job["id"], kind="released").at
+        lease_time = timedelta(seconds=fast.job["lease_timeout"])
+        held = Item.objects.filter(job_id=fast.job["id"], position=1, expires_at__gt=released_at + lease_time)
+        wait_until(held.exists, 10, 0.02, "the slow worker's heartbeat after the give-back")
+        slow.kill()
+        slow.wait(10)
+        read += [record for work in reading for record in work.records()]
+    finally:
+        slow.kill()
+        slow.wait(10)
+    assert read == every_record(slices=3)[10:] + every_record(slices=2)[5:]
+    rows = Item.objects.filter(job_id=fast.job["id"]).order_by("position").values_list("state", "worker", "attempts")
+    # The third's attempt by the slow worker was given back with it.
+    assert list(rows) == [("done", "slow", 1), ("done", "fast", 2), ("done", "fast", 1)]
+    released = Event.objects.filter(job_id=fast.job["id"], kind="released").values_list("worker", "message")
     assert list(released) == [("slow", GIVE_BACK_REASON)]
