@@ -26,6 +26,8 @@ log = logging.getLogger("shardline.embedded_pg")
 
 DATABASE_NAME = "shardline"
 AUTOVACUUM_NAPTIME = "10s"
+# The advisory lock key under which processes create the database in turn.
+CREATE_DATABASE_LOCK = 0x5348_4442
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
@@ -122,7 +124,6 @@ def _ensure_database(socket_dir: str, port: str) -> None:
     if marker.exists() and marker.read_text() == done:
         return
     import psycopg
-    from psycopg import errors
 
     with psycopg.connect(host=socket_dir, port=port, user="postgres", dbname="postgres", autocommit=True) as conn:
         # Autovacuum looks at each database every 10 s instead of every
@@ -130,12 +131,13 @@ def _ensure_database(socket_dir: str, port: str) -> None:
         # (migrations/0006_item_vacuum_settings.py).
         conn.execute(f"ALTER SYSTEM SET autovacuum_naptime = '{AUTOVACUUM_NAPTIME}'")
         conn.execute("SELECT pg_reload_conf()")
+        # Processes that start at once (pytest-xdist's, `make run`'s web and
+        # Celery) take turns: two CREATE DATABASE at the same moment fail
+        # the later one on the catalog's unique index, not as DuplicateDatabase.
+        conn.execute("SELECT pg_advisory_lock(%s)", [CREATE_DATABASE_LOCK])
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
         if not exists:
-            try:
-                conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
-            except errors.DuplicateDatabase:
-                pass  # another process of the project created it at the same moment
+            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
     marker.write_text(done)
 
 

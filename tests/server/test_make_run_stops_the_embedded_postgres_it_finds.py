@@ -1,33 +1,23 @@
 """`make run` (manage.py serve) stops the embedded Postgres on Ctrl-C, also when an earlier command started it."""
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.support import ROOT
+
+from .embedded_home import environment
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def environment(home) -> dict:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")
-    }
-    return {**env, "SHARDLINE_HOME": str(home), "PYTHONPATH": str(ROOT)}
 
 
 def manage(home, *args, **kwargs):
@@ -40,23 +30,6 @@ def manage(home, *args, **kwargs):
         stderr=subprocess.STDOUT,
         **kwargs,
     )
-
-
-@pytest.fixture
-def home():
-    """A home outside pytest's own temporary folders.
-
-    As root, the embedded Postgres runs as the user ``embedded_postgres``,
-    which must traverse every folder above its data. Every pytest session
-    that starts on the machine makes /tmp/pytest-of-root owner-only again,
-    which cut a running server off its data ("Permission denied") when
-    another session started beside this one.
-    """
-    folder = Path(tempfile.mkdtemp(prefix="shardline-embedded-test-"))
-    folder.chmod(0o755)
-    yield folder / "home"
-    subprocess.run([sys.executable, "manage.py", "embedded_pg", "stop"], cwd=ROOT, env=environment(folder / "home"))
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.timeout(240)  # a fresh embedded Postgres (initdb) and the web and Celery processes
