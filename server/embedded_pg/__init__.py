@@ -131,9 +131,9 @@ def _ensure_database(socket_dir: str, port: str) -> None:
         # (migrations/0006_item_vacuum_settings.py).
         conn.execute(f"ALTER SYSTEM SET autovacuum_naptime = '{AUTOVACUUM_NAPTIME}'")
         conn.execute("SELECT pg_reload_conf()")
-        # Processes that start at once (pytest-xdist's, `make run`'s web and
-        # Celery) take turns: two CREATE DATABASE at the same moment fail
-        # the later one on the catalog's unique index, not as DuplicateDatabase.
+        # Processes that start at once (`make test`'s pytest-xdist ones) take
+        # turns: two CREATE DATABASE at the same moment fail the later one on
+        # the catalog's unique index, not as DuplicateDatabase.
         conn.execute("SELECT pg_advisory_lock(%s)", [CREATE_DATABASE_LOCK])
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
         if not exists:
