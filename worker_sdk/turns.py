@@ -25,6 +25,7 @@ counts are under a lock of the DataLoader's multiprocessing context.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import time
 from time import monotonic
@@ -32,6 +33,11 @@ from typing import Iterator
 
 from .protocol import Lease
 from .stream import QueueExhausted, Stream, exhausted_message
+
+# Its own name under the SDK's, so that its account of each take while a
+# sibling reads (debug: one per item for a loop that always starves) can be
+# turned on alone.
+log = logging.getLogger("worker_sdk.turns")
 
 # Seconds the training loop waits for data, summed since the last take,
 # before another reader takes while a sibling reads: long enough that a
@@ -148,7 +154,7 @@ class LoaderTurns:
 
     def _next(self, stream: Stream) -> Lease:
         while True:
-            alone = self._turn(stream)
+            alone, starved = self._turn(stream)
             lease = None
             try:
                 lease = stream.next() if alone else stream.try_next()
@@ -163,11 +169,24 @@ class LoaderTurns:
                     self._values[_AT_TAKE] = self.hunger.starved()
                     if lease is not None:
                         self._values[_READING] += 1
+            if not alone:
+                # The one reason a process reads two items at once, or asks for a split while it reads.
+                log.debug(
+                    "work queue %s: a loader asked for work while a sibling reads, the loop having waited %.3f s"
+                    " for data since the last take: %s",
+                    stream.name,
+                    starved,
+                    f"took lease {lease.id}" if lease is not None else "none came at once",
+                )
             if lease is not None:
                 return lease
 
-    def _turn(self, stream: Stream) -> bool:
-        """Waits for this loader's turn to take (and marks it taking); True: no sibling reads."""
+    def _turn(self, stream: Stream) -> tuple[bool, float]:
+        """Waits for this loader's turn to take (and marks it taking).
+
+        Returns whether no sibling reads, and the seconds the loop waited for
+        data since the last take.
+        """
         while True:
             if self.hunger.closed:
                 raise QueueExhausted(f"work queue {stream.name}: the consumer stopped")
@@ -176,7 +195,8 @@ class LoaderTurns:
                     raise QueueExhausted(exhausted_message(stream.name))
                 if not self._values[_TAKING]:
                     alone = not self._values[_READING]
-                    if alone or self.hunger.starved() - self._values[_AT_TAKE] >= STARVED_SECONDS:
+                    starved = self.hunger.starved() - self._values[_AT_TAKE]
+                    if alone or starved >= STARVED_SECONDS:
                         self._values[_TAKING] = 1.0
-                        return alone
+                        return alone, starved
             time.sleep(_POLL)

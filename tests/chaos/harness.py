@@ -120,8 +120,10 @@ def audit(job_id: int, items: int, epochs: int) -> dict:
     - every (epoch, position) exists once and is done: nothing lost, nothing twice;
     - attempts = 1 + the item's `expired` events: every lease but the last was
       taken back, and each was audited;
-    - the completing lease was granted no earlier than the item's last
-      reclaim: only the newest token's completion was accepted;
+    - the item was completed after its last reclaim: only the newest
+      token's completion was accepted. (Not its lease time against the
+      reclaim's: both are transaction start times, and a take that began
+      before a reclaim committed can still lease the row it freed.)
     - one completion sequence number per item: counted once.
     """
     from django.db import connection
@@ -159,7 +161,7 @@ def audit(job_id: int, items: int, epochs: int) -> dict:
         assert attempts == 1 + n_expired, (item_id, attempts, n_expired)
         assert completed_at >= leased_at, item_id
         if last_expired is not None:
-            assert leased_at >= last_expired, (item_id, worker, leased_at, last_expired)
+            assert completed_at >= last_expired, (item_id, worker, completed_at, last_expired)
     return {
         "rows": len(rows),
         "expired": expired,

@@ -169,7 +169,8 @@ def read_together(
 
     ``readers``: (worker name, the loop's seconds per record, the reader's).
     Checks that each exited cleanly and that every record was read exactly
-    once; returns the job, done.
+    once; returns the job, done, and each reader's (stdout, stderr) by its
+    worker name.
     """
     works = write_files(folder, slices, lines)
     queue = sliced_job(works, name, env["SHARDLINE_RUN"], slices)
@@ -185,4 +186,4 @@ def read_together(
     check_exactly_once(works, Counter(record for _code, stdout, _err in outputs for record in records_read(stdout)))
     job = queue._client.job(queue.job["id"])
     assert job["state"] == "done"
-    return job
+    return job, {worker: (stdout, stderr) for (worker, _, _), (_, stdout, stderr) in zip(readers, outputs)}

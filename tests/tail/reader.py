@@ -8,6 +8,7 @@ run out of items while it still holds unread records, and splits happen.
 
 import argparse
 import faulthandler
+import logging
 import os
 import signal
 import sys
@@ -59,6 +60,10 @@ def wait_for_everyone(barrier: Path, me: str, parties: int) -> None:
 
 def main():
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # The SDK's own account on stderr, where the tests read it, with each
+    # loader's take while a sibling reads; loader processes inherit it.
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(process)d %(name)s: %(message)s")
+    logging.getLogger("worker_sdk.turns").setLevel(logging.DEBUG)
     parser = argparse.ArgumentParser()
     parser.add_argument("shape", choices=SHAPES)
     parser.add_argument("--name", required=True)
@@ -122,6 +127,7 @@ def main():
 
         from torch.utils.data import DataLoader
 
+        from worker_sdk import turns
         from worker_sdk.torch import WorkQueueDataset, WorkQueueLoader
 
         kind = DataLoader if args.shape == "torch" else WorkQueueLoader
@@ -141,10 +147,16 @@ def main():
             **collate,
         )
         live = [iter(loader) for _ in range(args.iterators)]  # each with loader processes of its own
+        fed: set[int] = set()
+        # The loop's own count of its waits for data, as worker_sdk.turns
+        # counts them (each less its handover, the first less the pass's
+        # start): what a loader's take while a sibling reads must follow.
+        starved = 0.0
         turn = 0
         while live:
             batches = live[turn % len(live)]
             turn += 1
+            asked = time.monotonic()
             try:
                 batch = next(batches)
             except StopIteration:
@@ -153,10 +165,17 @@ def main():
             except CollateFailed as exc:
                 out(f"collate failed: {exc}")
                 continue  # the loop goes on past a batch it never got
+            finally:
+                waited = time.monotonic() - asked
+                starved += max(
+                    0.0, waited - (turns.HANDOVER_SECONDS if id(batches) in fed else turns.FIRST_BATCH_SECONDS)
+                )
+                fed.add(id(batches))
             for record in batch if batch_size else [batch]:
                 use(record)  # a batch counts as read whole once the loop has it
             if read == args.stop_after:
                 break  # the training loop stops early: its loader goes, and what it read ahead goes back
+        out(f"loop starved {starved:.3f}")
         del batches, live, loader
     queue.close()
     out("finished")

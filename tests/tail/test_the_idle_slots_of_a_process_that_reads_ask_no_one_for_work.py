@@ -26,7 +26,7 @@ LINES = 600  # per file: one slice each, about 3 s of reading at 5 ms a record
 
 def test_the_idle_slots_of_a_process_that_reads_ask_no_one_for_work(sdk_env, celery_worker, tmp_path):
     name = f"busy-slots-{uuid.uuid4().hex[:6]}"
-    job = read_together(
+    job, _ = read_together(
         sdk_env, tmp_path, "dataset", name, SLICES, LINES, [("even-0", 0.005, 0.0), ("even-1", 0.005, 0.0)]
     )
     # Each split was asked for by a process that held nothing unfinished: its
