@@ -87,6 +87,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from queue import Empty
 
 from _env import ROOT, prepare  # first: it sets up the project
 
@@ -176,7 +177,18 @@ def run_processes(target, args_for, count: int, daemon: bool = True) -> tuple[fl
             ready.get(timeout=120)
         start_value.value = time.time() + 0.5
         go.set()
-        results = [out.get(timeout=600) for _ in processes]
+        results = []
+        deadline = time.monotonic() + 600
+        while len(results) < len(processes):
+            try:
+                results.append(out.get(timeout=1))
+            except Empty:
+                # A worker that failed never reports: said now, not when the run's time is up.
+                failed = [(i, p.exitcode) for i, p in enumerate(processes) if p.exitcode not in (None, 0)]
+                if failed:
+                    raise RuntimeError(f"worker processes (index, exit code) {failed} failed; their output is above")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{len(processes) - len(results)} worker processes did not report in 600 s")
     finally:
         for process in processes:
             process.join(30)
