@@ -17,7 +17,9 @@ one of these shapes:
   dataset4   the same, cycle_length=4
   torch0     for line in DataLoader(WorkQueueDataset(queue, reader=readers.records), batch_size=None)
   torch2     the same with num_workers=2 (loader processes)
+  torch8     the same with num_workers=8
   loader2    torch2 through WorkQueueLoader (batches in the order they are read)
+  loader8    torch8 through WorkQueueLoader
 
 and whole items, read by the loop itself with the SDK's reader (no claims,
 so no splits: their bar is the best schedule of whole slices, the "bound"):
@@ -82,7 +84,9 @@ SHAPES = (
     "dataset4",
     "torch0",
     "torch2",
+    "torch8",
     "loader2",
+    "loader8",
     "items",
     "items0",
     "take",
