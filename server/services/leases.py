@@ -280,7 +280,12 @@ def _nothing_leased(job_id: int, request: TakeRequest, epochs_left: bool, final:
         "at_end", {"job": job_id, "worker": worker, "consumer": request.taker, **request.scope.sql()}
     )[0]
     if has_pending:
+        # Another taker holds the rows, or they came back after take.sql's
+        # snapshot (a take woken just as an item fails): a waiting take runs
+        # again in a moment rather than answering nothing.
         result.retry_after = RETRY_PENDING_LOCKED
+        result.waitable = result.rerun = True
+        result.wake_by = RETRY_PENDING_LOCKED
     elif epochs_left:
         result.retry_after = RETRY_MATERIALISING
     elif seconds_to_expiry is None:

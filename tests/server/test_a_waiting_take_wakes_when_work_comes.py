@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 
+import psycopg
 import pytest
 
 from tests.support import Api, ServerProcess, wait_until
@@ -102,6 +103,24 @@ def test_a_failed_item_wakes_a_waiting_take_and_it_leases_it(api):
         result.seconds,
         result.answer,
     )
+    assert result.seconds < WAIT / 2
+
+
+def test_a_waiting_take_that_finds_pending_items_held_by_another_transaction_waits_for_them(api, test_database_url):
+    # What a take meets when it runs just as an item comes back: its
+    # statement's snapshot, or another taker's lock, hides the pending row
+    # that at_end.sql then sees. Its client asked to wait, so the server
+    # takes again shortly instead of answering "nothing, retry in 50 ms"
+    # (which a woken take once answered in CI, its wake racing a fail).
+    job_id = create(api, ["/a"])
+    with psycopg.connect(test_database_url) as holding:
+        (item,) = holding.execute(
+            "SELECT id FROM shardline_item WHERE job_id = %s AND state = 'pending' FOR UPDATE", [job_id]
+        ).fetchone()
+        waiting = started_waiting(api, job_id, "idle")
+    # The lock went with the transaction's end.
+    result = waiting.result()
+    assert result.status == 200 and [lease["id"] for lease in result.answer["leases"]] == [item], result.answer
     assert result.seconds < WAIT / 2
 
 
