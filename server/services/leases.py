@@ -279,15 +279,14 @@ def _nothing_leased(job_id: int, request: TakeRequest, epochs_left: bool, final:
     has_pending, seconds_to_expiry, mine, others, waiting_on = sql.run(
         "at_end", {"job": job_id, "worker": worker, "consumer": request.taker, **request.scope.sql()}
     )[0]
-    if has_pending:
-        # Another taker holds the rows, or they came back after take.sql's
-        # snapshot (a take woken just as an item fails): a waiting take runs
-        # again in a moment rather than answering nothing.
-        result.retry_after = RETRY_PENDING_LOCKED
+    if has_pending or epochs_left:
+        # Another taker holds the rows or is creating the next epoch, or the
+        # rows came back after take.sql's snapshot (a take woken just as an
+        # item fails): a waiting take runs again in a moment rather than
+        # answering nothing.
+        result.retry_after = RETRY_PENDING_LOCKED if has_pending else RETRY_MATERIALISING
         result.waitable = result.rerun = True
-        result.wake_by = RETRY_PENDING_LOCKED
-    elif epochs_left:
-        result.retry_after = RETRY_MATERIALISING
+        result.wake_by = result.retry_after
     elif seconds_to_expiry is None:
         result.leased_by_you, result.leased_by_others, result.waiting_on = 0, 0, 0
         result.exhausted = final

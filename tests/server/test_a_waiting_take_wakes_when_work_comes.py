@@ -124,6 +124,21 @@ def test_a_waiting_take_that_finds_pending_items_held_by_another_transaction_wai
     assert result.seconds < WAIT / 2
 
 
+def test_a_waiting_take_at_an_epoch_another_is_creating_waits_and_leases_from_it(api, test_database_url):
+    job_id = create(api, ["/a"], num_epochs=2)
+    held = take(api, job_id, "first")["leases"][0]
+    assert api.post(f"/api/v1/leases/{held['id']}/complete/", {"token": held["token"]}).ok
+    with psycopg.connect(test_database_url) as creating:
+        # As a taker that is inserting epoch 1: it holds the job row.
+        creating.execute("SELECT id FROM shardline_job WHERE id = %s FOR NO KEY UPDATE", [job_id])
+        waiting = started_waiting(api, job_id, "idle")
+    result = waiting.result()
+    assert result.status == 200 and [(lease["item"], lease["epoch"]) for lease in result.answer["leases"]] == [
+        ("/a", 1)
+    ], result.answer
+    assert result.seconds < WAIT / 2
+
+
 def test_a_split_wakes_the_holders_heartbeat_and_then_the_waiting_take(api):
     job_id = create(api, ["/f.csv?start=0&end=1000"])
     held = take(api, job_id, "holder")["leases"][0]
