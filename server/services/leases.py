@@ -283,9 +283,10 @@ def _nothing_leased(job_id: int, request: TakeRequest, epochs_left: bool, final:
         # Another taker holds the rows or is creating the next epoch, or the
         # rows came back after take.sql's snapshot (a take woken just as an
         # item fails): a waiting take runs again in a moment rather than
-        # answering nothing.
+        # answering nothing. Not a take ahead: pending pieces of a split,
+        # which it may not lease, would have it run again and again.
         result.retry_after = RETRY_PENDING_LOCKED if has_pending else RETRY_MATERIALISING
-        result.waitable = result.rerun = True
+        result.waitable = result.rerun = not request.ahead
         result.wake_by = result.retry_after
     elif seconds_to_expiry is None:
         result.leased_by_you, result.leased_by_others, result.waiting_on = 0, 0, 0

@@ -139,6 +139,27 @@ def test_a_waiting_take_at_an_epoch_another_is_creating_waits_and_leases_from_it
     assert result.seconds < WAIT / 2
 
 
+def test_a_take_ahead_that_may_not_lease_the_pending_piece_is_not_held(api):
+    # A take ahead leases no piece split off a range: the pending piece is
+    # not its to wait for, and holding it would run its statement again
+    # every moment of its wait.
+    job_id = create(api, ["/a", "/f.csv?start=0&end=1000"], shuffle=False)
+    # Its worker's pace is known (an item done): near the end, a take ahead
+    # of a worker of unknown pace is deferred before it looks for items.
+    first = take(api, job_id, "reading")["leases"][0]
+    assert first["item"] == "/a"
+    assert api.post(f"/api/v1/leases/{first['id']}/complete/", {"token": first["token"]}).ok
+    held = take(api, job_id, "holder")["leases"][0]
+    cut = api.post(f"/api/v1/leases/{held['id']}/split/", {"token": held["token"], "at": 500})
+    assert cut.ok, cut.text
+    began = time.monotonic()
+    response = api.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "reading", "ahead": True, "wait": WAIT})
+    answer = response.json()
+    # Pending items it may not lease: told to ask again, not held.
+    assert response.status_code == 200 and answer["leases"] == [] and answer["retry_after"] == 0.05, answer
+    assert time.monotonic() - began < WAIT / 2
+
+
 def test_a_split_wakes_the_holders_heartbeat_and_then_the_waiting_take(api):
     job_id = create(api, ["/f.csv?start=0&end=1000"])
     held = take(api, job_id, "holder")["leases"][0]
