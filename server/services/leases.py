@@ -144,8 +144,10 @@ def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Call
         epoch = job["epochs_materialised"]
         upto = scope.upto_epoch
         last = job["num_epochs"] if upto is None else min(job["num_epochs"], upto + 1)
+        creating = False  # another taker is creating the epoch this take would lease from
         while len(leases) < count and epoch < last and not deferred:
             if not units.materialise_epoch(job_id, epoch):
+                creating = True
                 break  # another taker holds the job row: it is creating this epoch
             epoch += 1
             made = _take_once(job_id, request, count - len(leases), caller)[1]
@@ -165,7 +167,7 @@ def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Call
         else:
             # The job can end here only if this take may lease from its last epoch.
             final = upto is None or upto >= job["num_epochs"] - 1
-            _nothing_leased(job_id, request, epoch < last, final, result)
+            _nothing_leased(job_id, request, epoch < last, final, result, creating)
             if result.exhausted:
                 jobs.mark_done(job_id)
         metrics.LEASE_ITEMS.labels("take").inc(len(leases))
@@ -269,7 +271,9 @@ def answer_again(job_id: int, key: str, completions: tuple[Completion, ...], cal
     return TakeResult(leases=leases, exhausted=False, retry_after=retry_after, completed=completed, lost=lost)
 
 
-def _nothing_leased(job_id: int, request: TakeRequest, epochs_left: bool, final: bool, result: TakeResult) -> None:
+def _nothing_leased(
+    job_id: int, request: TakeRequest, epochs_left: bool, final: bool, result: TakeResult, creating: bool = False
+) -> None:
     """Fills in exhausted, retry_after and the lease counts of a take that got nothing.
 
     ``final``: the take may lease from the job's last epoch, so nothing left
@@ -280,14 +284,17 @@ def _nothing_leased(job_id: int, request: TakeRequest, epochs_left: bool, final:
         "at_end", {"job": job_id, "worker": worker, "consumer": request.taker, **request.scope.sql()}
     )[0]
     if has_pending or epochs_left:
-        # Another taker holds the rows or is creating the next epoch, or the
-        # rows came back after take.sql's snapshot (a take woken just as an
-        # item fails): a waiting take runs again in a moment rather than
-        # answering nothing. Not a take ahead: pending pieces of a split,
-        # which it may not lease, would have it run again and again.
         result.retry_after = RETRY_PENDING_LOCKED if has_pending else RETRY_MATERIALISING
-        result.waitable = result.rerun = not request.ahead
-        result.wake_by = result.retry_after
+        # Another taker holds the rows or is creating the epoch (``creating``),
+        # or the rows came back after take.sql's snapshot (a take woken just
+        # as an item fails): a waiting take runs again in a moment rather
+        # than answering nothing. Not a take ahead, whose filter leaves out a
+        # split's pending pieces, nor one that made an epoch below its
+        # from_epoch: held, either would run again and again (the second,
+        # making a job's epochs one after another in one request).
+        if (has_pending or creating) and not request.ahead:
+            result.waitable = result.rerun = True
+            result.wake_by = result.retry_after  # its rerun, not a lease's expiry
     elif seconds_to_expiry is None:
         result.leased_by_you, result.leased_by_others, result.waiting_on = 0, 0, 0
         result.exhausted = final

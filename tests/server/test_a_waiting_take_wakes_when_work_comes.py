@@ -160,6 +160,19 @@ def test_a_take_ahead_that_may_not_lease_the_pending_piece_is_not_held(api):
     assert time.monotonic() - began < WAIT / 2
 
 
+def test_a_waiting_take_from_a_later_epoch_makes_one_epoch_per_request(api):
+    # Each take that leases nothing makes one epoch at most that is not its
+    # own: held and run again, one request would make the job's epochs one
+    # after another.
+    job_id = create(api, ["/a"], num_epochs=6)
+    began = time.monotonic()
+    body = {"worker": "later", "from_epoch": 5, "wait": WAIT}
+    response = api.post(f"/api/v1/jobs/{job_id}/leases/", body)
+    assert response.status_code == 200 and response.json()["leases"] == [], response.text
+    assert time.monotonic() - began < WAIT / 2
+    assert api.get(f"/api/v1/jobs/{job_id}/").json()["epochs_materialised"] == 2
+
+
 def test_a_split_wakes_the_holders_heartbeat_and_then_the_waiting_take(api):
     job_id = create(api, ["/f.csv?start=0&end=1000"])
     held = take(api, job_id, "holder")["leases"][0]
