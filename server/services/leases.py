@@ -73,9 +73,10 @@ class TakeResult:
     # until the earliest lease expiry, when waiting must end regardless.
     waitable: bool = False
     wake_by: float | None = None
-    # The wait is for a split asked for this taker: at ``wake_by`` the take
-    # runs again, since a request its holder never answered goes stale then
-    # and another may be asked (not only when a lease expires).
+    # At ``wake_by`` the take runs again (not only when a lease expires): the
+    # wait is for a split asked for this taker, whose request goes stale then
+    # if its holder never answered, or for pending rows another taker holds
+    # a moment (_nothing_leased).
     rerun: bool = False
     # Why nothing comes while the job is paused: who paused it, and when.
     paused: str | None = None
