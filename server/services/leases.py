@@ -273,12 +273,14 @@ def answer_again(job_id: int, key: str, completions: tuple[Completion, ...], cal
 
 
 def _nothing_leased(
-    job_id: int, request: TakeRequest, epochs_left: bool, final: bool, result: TakeResult, creating: bool = False
+    job_id: int, request: TakeRequest, epochs_left: bool, final: bool, result: TakeResult, creating: bool
 ) -> None:
     """Fills in exhausted, retry_after and the lease counts of a take that got nothing.
 
     ``final``: the take may lease from the job's last epoch, so nothing left
     for it is the job's end (with ``upto_epoch`` below it, only the caller's).
+    ``epochs_left``: epochs up to the take's are still to be made;
+    ``creating``: because another taker holds the job row, making one.
     """
     worker = request.worker
     has_pending, seconds_to_expiry, mine, others, waiting_on = sql.run(
