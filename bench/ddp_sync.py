@@ -41,7 +41,11 @@ per rank (all epochs) and median / DistributedSampler's median (above 1.00x:
 faster than the baseline), and the CPU each 1,000 records cost over the
 step loops: the ranks' own processes (``time.process_time``, every thread;
 loader processes not included) and the web server's and Postgres's
-processes (read from /proc by rank 0 at the loop's ends). At --step-ms 0
+processes (read from /proc by rank 0 at the loop's ends), and each epoch's
+edges: the wait for its first batch plus the time from its last step to
+the loop's end (a SyncLoader plans the epoch and takes its first leases at
+one edge, completes its last and meets the other ranks at the other),
+which a short epoch pays as much as a long one. At --step-ms 0
 they share the machine's cores, so records/s follows the total. At --step-ms 0 the step loop is nearly all input
 and collective overhead; at a nonzero --step-ms the sleep sets the ceiling
 (records/s <= 2 * batch * 1000 / step-ms). Separately, after each run's loop,
@@ -172,9 +176,14 @@ def rank_main(args):
     service_began = service_cpu(args.server_group) if rank == 0 and args.server_group else 0.0
     if profile:
         profile.enable()
+    edges = []  # per epoch: ms to its first batch, and from its last step to the loop's end
     for epoch in range(args.epochs):
         (sampler or loader).set_epoch(epoch)
+        epoch_began = stepped = time.perf_counter()
+        first = None
         for x, y in loader:
+            if first is None:
+                first = time.perf_counter() - epoch_began
             loss = loss_fn(model(x), y)
             optimizer.zero_grad()
             loss.backward()  # DDP all-reduces the gradients here
@@ -183,6 +192,8 @@ def rank_main(args):
                 time.sleep(pause)
             steps += 1
             records += len(y)
+            stepped = time.perf_counter()
+        edges.append(((first or 0.0) * 1000, (time.perf_counter() - stepped) * 1000))
     if profile:
         profile.disable()
     cpu = time.process_time() - cpu_began
@@ -201,6 +212,7 @@ def rank_main(args):
     report = {"rank": rank, "world": world, "seconds": seconds, "steps": steps, "records": records, "cpu": cpu}
     report["service_cpu"] = service
     report["allreduce_us"] = allreduce_us
+    report["edges_ms"] = edges
     Path(args.out, f"rank{rank}.json").write_text(json.dumps(report))
     if profile:
         import pstats
@@ -287,6 +299,10 @@ def torchrun(args, mode: str, works_file: Path, loaders: int, step_ms: float, en
         "records": sum(r["records"] for r in ranks),
         "steps": [r["steps"] for r in ranks],
         "allreduce_us": [r["allreduce_us"] for r in ranks],
+        # Per epoch, the slower rank's wait for its first batch plus its time from the last step to the loop's end.
+        "edges_ms": [
+            max(sum(rank_edges) for rank_edges in per_epoch) for per_epoch in zip(*(r["edges_ms"] for r in ranks))
+        ],
         # CPU seconds per 1,000 records over the step loops: the ranks' own processes (every thread), and
         # the web server's and Postgres's processes (rank 0 reads them at the loop's ends).
         "rank_cpu": sum(r["cpu"] for r in ranks) / sum(r["records"] for r in ranks) * 1000,
@@ -465,7 +481,7 @@ def print_table(step_ms, loaders, runs, args):
     print(f"\nstep-ms {step_ms:g}, loader workers {loaders}:")
     print(
         f"  {'loader':<19} {'records/s per run':<28} {'median':>8} {'steps/rank':>11} {'vs sampler':>11}"
-        f" {'rank CPU':>9} {'service CPU':>12}"
+        f" {'rank CPU':>9} {'service CPU':>12} {'edges':>9}"
     )
     for mode, label in MODES.items():
         rates = [r["rate"] for r in runs[mode]]
@@ -475,13 +491,16 @@ def print_table(step_ms, loaders, runs, args):
         per_run = " ".join(f"{rate:8.0f}" for rate in rates)
         rank_cpu = statistics.median(r["rank_cpu"] for r in runs[mode])
         service = statistics.median(r["service_cpu"] for r in runs[mode])
+        edges = statistics.median(ms for r in runs[mode] for ms in r["edges_ms"])
         print(
             f"  {label:<19} {per_run:<28} {median:8.0f} {steps_cell:>11} {median / base:10.2f}x"
-            f" {rank_cpu * 1000:6.0f} ms {service * 1000:9.0f} ms",
+            f" {rank_cpu * 1000:6.0f} ms {service * 1000:9.0f} ms {edges:6.0f} ms",
             flush=True,
         )
     print("  (CPU: milliseconds per 1,000 records trained over the step loops, the median run; rank: both ranks'")
-    print("  own processes, every thread, loader processes not included; service: the web server and Postgres)")
+    print("  own processes, every thread, loader processes not included; service: the web server and Postgres;")
+    print("  edges: per epoch, the wait for its first batch plus the time from its last step to the loop's end,")
+    print("  the slower rank's, median over every epoch of every run)")
 
 
 def trim_profile(text: str) -> str:

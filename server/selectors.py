@@ -210,11 +210,16 @@ def audit_page(job: Job, *, page: int = 1, page_size: int = 50, **filters):
 
 
 def epoch_records(job: Job, upto: int) -> dict:
-    """Records per epoch, and unread in epochs up to ``upto`` (None: not known; see epoch_records.sql)."""
+    """Records per epoch, and unread in epochs up to ``upto`` (None: not known; see epoch_records.sql).
+
+    ``slicing``: the counts wait for the job's slicing (its units are not all
+    there yet); a synchronous rank asks again rather than a second question first.
+    """
     rows = sql.run("epoch_records", {"job": job.id, "upto": upto})
     row = rows[0] if rows else None
     return {
         "upto_epoch": upto,
+        "slicing": job.slicing,
         "per_epoch": None if row is None else row.per_epoch,
         "unread": None if row is None else row.unread,
     }

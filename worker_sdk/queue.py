@@ -308,12 +308,8 @@ class WorkQueue:
         return self._client.watermarks(self.job["id"])
 
     def epoch_records(self, upto_epoch: int) -> dict:
-        """The server's count: ``{"per_epoch", "unread"}``, records of an epoch and not done in epochs up to this one."""
+        """The server's count: ``{"slicing", "per_epoch", "unread"}``, records of an epoch and not done in epochs up to this one."""
         return self._client.epoch_records(self.job["id"], upto_epoch)
-
-    def job_state(self) -> str:
-        """The job's state as the server has it now (``slicing``, ``running``, ``done``...)."""
-        return self._client.job(self.job["id"])["state"]
 
     def _worker_name(self) -> str:
         return self.worker or default_worker_name()

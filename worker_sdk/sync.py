@@ -75,8 +75,7 @@ def plan(queue, epoch: int, batch_size: int, world_size: int) -> EpochPlan:
     """The epoch's plan from the server's count of unread records (ask it on one rank and share it)."""
     if batch_size < 1 or world_size < 1:
         raise ValueError(f"batch_size and world_size must be at least 1, not {batch_size} and {world_size}")
-    counts = queue.epoch_records(epoch)
-    unread = counts["unread"]
+    unread = sliced_counts(queue, epoch)["unread"]
     steps = None if unread is None else unread // (world_size * batch_size)
     return EpochPlan(epoch, world_size, batch_size, unread, steps)
 
@@ -87,10 +86,18 @@ def loader_quota(plan: EpochPlan, loaders: int, index: int) -> int:
     return batches * plan.batch_size
 
 
-def until_sliced(queue, timeout: float = 3600.0) -> None:
-    """Waits for the job's slicing to end: only then are its records counted."""
+def sliced_counts(queue, upto_epoch: int, timeout: float = 3600.0) -> dict:
+    """The server's count of the job's records up to ``upto_epoch`` (``queue.epoch_records``), once it is sliced.
+
+    Only then are its records counted: while the answer says ``slicing``,
+    it asks again. One request per epoch's plan, not a look at the job's
+    state first (every rank waits for the plan at each epoch's start).
+    """
     deadline = time.monotonic() + timeout
-    while queue.job_state() == "slicing":
+    while True:
+        counts = queue.epoch_records(upto_epoch)
+        if not counts["slicing"]:
+            return counts
         if time.monotonic() > deadline:
             raise TimeoutError(f"work queue {queue.name}: the job was still slicing after {timeout:.0f} s")
         time.sleep(0.5)

@@ -190,7 +190,6 @@ class SyncLoader:
             collectives.hold(self.group)
         found = [None]
         if rank == 0:
-            sync.until_sliced(self.queue)
             found[0] = sync.plan(self.queue, self.epoch, self.batch_size, world)
         if world > 1:
             import torch.distributed as dist

@@ -144,6 +144,10 @@ class LeaseSerializer(serializers.Serializer):
 
 class RecordsSerializer(serializers.Serializer):
     upto_epoch = serializers.IntegerField()
+    slicing = serializers.BooleanField(
+        help_text="The job is being sliced (or was paused while slicing): its records are not all counted yet, "
+        "so the counts below are not final; ask again once this is false."
+    )
     per_epoch = serializers.IntegerField(
         allow_null=True, help_text="Records in one epoch; null when a unit's records are not known (a work read whole)."
     )

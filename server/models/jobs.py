@@ -135,6 +135,13 @@ class Job(models.Model):
         return self.state in ACTIONS[action]
 
     @property
+    def slicing(self) -> bool:
+        """Being sliced, or paused while slicing: its units and their records are not all known yet."""
+        return self.state == JobState.SLICING or (
+            self.state == JobState.PAUSED and self.resume_state == JobState.SLICING
+        )
+
+    @property
     def actions(self) -> list[str]:
         """The actions allowed in the job's current state, in ACTIONS order."""
         return [action for action in ACTIONS if self.allows(action)]
@@ -152,11 +159,8 @@ class Job(models.Model):
 
     def slicing_stalled(self, now) -> str | None:
         """Why takes have waited long for slicing, once the job has been slicing for SLICING_PATIENCE; else None."""
-        slicing = self.state == JobState.SLICING or (
-            self.state == JobState.PAUSED and self.resume_state == JobState.SLICING
-        )
         waited = (now - self.created_at).total_seconds()
-        if not slicing or waited < SLICING_PATIENCE:
+        if not self.slicing or waited < SLICING_PATIENCE:
             return None
         progress = self.slicing_progress or {}
         return (

@@ -101,7 +101,7 @@ def slice_job(job_id: int) -> str:
     cause: a job left in ``slicing`` would make every take wait for good.
     """
     job = Job.objects.filter(pk=job_id).first()
-    if job is None or not _slicing(job):
+    if job is None or not job.slicing:
         return f"job {job_id} is not waiting to be sliced"
     raw_works = list(Unit.objects.filter(job_id=job_id).order_by("idx").values_list("item", flat=True))
     expanded: list[sources.Work] = []
@@ -195,14 +195,10 @@ def jobs_waiting() -> list[int]:
     return list(Job.objects.filter(state=JobState.SLICING).values_list("pk", flat=True))
 
 
-def _slicing(job: Job) -> bool:
-    return job.state == JobState.SLICING or (job.state == JobState.PAUSED and job.resume_state == JobState.SLICING)
-
-
 def _install(job: Job, units: list[UnitRow], pinned: list[dict], whole: list[sources.Work] = ()) -> str:
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
-        if not _slicing(job):
+        if not job.slicing:
             return f"job {job.pk} was sliced (or cancelled) meanwhile"
         write_units(job.pk, units, replace=True)
         job.units_count = len(units)

@@ -2,6 +2,8 @@
 
 import pytest
 
+from server.models import Job
+
 from .helpers import create_job
 
 pytestmark = pytest.mark.django_db
@@ -71,7 +73,8 @@ def test_the_records_of_an_epoch_and_what_is_unread_up_to_one(worker_client, job
     works = ["/f.csv?start=0&end=100", "/g.csv?start=0&end=50"]
     job = create_job(worker_client, job_name, works, num_epochs=3, shuffle=False)
     records = worker_client.get(f"/api/v1/jobs/{job['id']}/records/?upto_epoch=1").json()
-    assert records == {"upto_epoch": 1, "per_epoch": 150, "unread": 300}  # epoch 1 not made yet: counted from units
+    # Epoch 1 not made yet: counted from units.
+    assert records == {"upto_epoch": 1, "slicing": False, "per_epoch": 150, "unread": 300}
     lease = take(worker_client, job["id"], "r0", upto_epoch=0)["leases"][0]
     take(worker_client, job["id"], "r0", complete=[{"id": lease["id"], "token": lease["token"]}], upto_epoch=0)
     assert worker_client.get(f"/api/v1/jobs/{job['id']}/records/?upto_epoch=0").json()["unread"] == 50
@@ -79,6 +82,21 @@ def test_the_records_of_an_epoch_and_what_is_unread_up_to_one(worker_client, job
     assert worker_client.get(f"/api/v1/jobs/{whole['id']}/records/?upto_epoch=0").json()["per_epoch"] is None
     bad = worker_client.get(f"/api/v1/jobs/{job['id']}/records/?upto_epoch=x")
     assert bad.status_code == 400
+
+
+@pytest.mark.parametrize(
+    "state, resume_state, slicing",
+    [("slicing", "", True), ("paused", "slicing", True), ("paused", "running", False), ("running", "", False)],
+)
+def test_the_records_answer_says_whether_the_job_is_still_being_sliced(
+    worker_client, job_name, state, resume_state, slicing
+):
+    # A synchronous rank plans its epoch from this one answer: while slicing
+    # (paused while slicing too) its counts are not final, and it asks again.
+    job = create_job(worker_client, job_name, ["/f.csv?start=0&end=100"])
+    Job.objects.filter(pk=job["id"]).update(state=state, resume_state=resume_state)
+    records = worker_client.get(f"/api/v1/jobs/{job['id']}/records/?upto_epoch=0").json()
+    assert records["slicing"] is slicing
 
 
 def test_a_take_for_at_most_some_records_leaves_the_rest_of_a_range_pending(worker_client, job_name):

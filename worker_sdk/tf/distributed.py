@@ -65,8 +65,7 @@ class _EpochGate:
 
 def steps_per_epoch(queue, global_batch_size: int) -> int:
     """An epoch's records over the global batch (once the job is sliced); ValueError when they are not known."""
-    sync.until_sliced(queue)
-    counts = queue.epoch_records(0)
+    counts = sync.sliced_counts(queue, 0)
     if counts["per_epoch"] is None:
         raise ValueError(
             f"work queue {queue.name}: the records of an epoch are not known (works read whole): synchronous "
