@@ -159,6 +159,14 @@ def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Call
                 # so that no request inserts a whole job's epochs at once.
                 break
             leases += made
+        if upto is not None and epoch == last == job["epochs_materialised"] < job["num_epochs"] and not creating:
+            # A take scoped to the epochs up to ``upto`` (a synchronous rank)
+            # that made none: once those epochs are leased out, the next one
+            # is made now, rather than by the ranks' first takes at its
+            # start, which race to make it (one makes it, the others come
+            # back with nothing and take again: a round trip more at every
+            # epoch's start, bench/RESULTS.md). Still one epoch at most per request.
+            units.materialise_epoch(job_id, epoch, drained=True)
 
         if leases:
             if state == JobState.READY:

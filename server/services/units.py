@@ -69,9 +69,12 @@ def _copy_text(value: str) -> str:
     return value
 
 
-def materialise_epoch(job_id: int, epoch: int) -> bool:
-    """Creates the items of one epoch; False when another caller has it (or had it) already."""
-    created = bool(sql.run("materialise_epoch", {"job": job_id, "epoch": epoch}))
+def materialise_epoch(job_id: int, epoch: int, drained: bool = False) -> bool:
+    """Creates the items of one epoch; False when another caller has it (or had it) already.
+
+    ``drained``: only once the epochs before it hold no pending item (else False too).
+    """
+    created = bool(sql.run("materialise_epoch", {"job": job_id, "epoch": epoch, "drained": drained}))
     if created:
         log.info("epoch materialised", extra={"event": "epoch_materialised", "job": job_id, "epoch": epoch})
     return created

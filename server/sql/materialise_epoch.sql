@@ -7,6 +7,11 @@
 --            (and retries shortly) instead of waiting while a large epoch is
 --            inserted. NO KEY UPDATE does not conflict with the KEY SHARE
 --            locks that foreign-key checks of concurrent item updates take.
+--            With %(drained)s, only once the epochs before it hold no
+--            pending item (a synchronous rank's take makes the next epoch as
+--            its own are leased out: services/leases.py); the probe reads
+--            the partial index item_pending, and the row is locked only
+--            when it passes.
 -- created    the epoch's order is a permutation derived from (seed, epoch)
 --            alone: units sorted by a 64-bit hash of the unit's index keyed
 --            by (seed, epoch). hashint8extended is Postgres's hash of bigint
@@ -24,6 +29,9 @@ WITH claimed AS (
      WHERE j.id = (SELECT id
                      FROM shardline_job
                     WHERE id = %(job)s AND epochs_materialised = %(epoch)s AND num_epochs > %(epoch)s
+                      AND NOT (%(drained)s::boolean AND EXISTS (SELECT FROM shardline_item
+                                                                 WHERE job_id = %(job)s AND state = 'pending'
+                                                                   AND epoch < %(epoch)s))
                       FOR NO KEY UPDATE SKIP LOCKED)
  RETURNING j.id, j.shuffle, j.seed
 ), created AS (
