@@ -115,7 +115,11 @@ def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Call
 
     In steady state this is one statement (take.sql): one round trip and one
     commit per request. More run only at the edges: right after expired leases
-    were taken back, at an epoch boundary, and when nothing could be leased.
+    were taken back, at an epoch boundary, and when nothing could be leased;
+    and for a synchronous rank's take (scoped ``upto_epoch``) while the epoch
+    after its own is not made, one probe of item_pending (materialise_epoch.sql)
+    that makes it once its own are leased out. Such a rank takes its quota
+    in a few takes an epoch.
     """
     scope = request.scope
     if scope.max_records is not None:
