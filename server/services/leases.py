@@ -118,8 +118,8 @@ def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Call
     were taken back, at an epoch boundary, and when nothing could be leased;
     and for a synchronous rank's take (scoped ``upto_epoch``) while the epoch
     after its own is not made, one probe of item_pending (materialise_epoch.sql)
-    that makes it once its own are leased out. Such a rank takes its quota
-    in a few takes an epoch.
+    that makes it once its own are leased out (a planned epoch's rank takes
+    its quota in a few takes; an agreed one takes a whole work at a time).
     """
     scope = request.scope
     if scope.max_records is not None:
