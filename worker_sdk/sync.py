@@ -20,6 +20,10 @@ every rank runs ``steps`` steps with no collective beyond the one broadcast
 of the count, everything read is trained on, and the ``unread - steps *
 world * batch`` records left over (fewer than one global batch) are read
 first in the next epoch (``EpochPlan.dropped``).
+Once every rank has run an epoch to its end, the next one's count is
+worked out rather than asked (``next_plan``): what this one left plus the
+next epoch's records, the server's count then, so the next epoch starts
+without a request and without a broadcast.
 
 **Steps agreed one at a time** (records unknown: works read whole). Each
 step every rank says whether it has a batch (one all-reduce of one number,
@@ -62,6 +66,7 @@ class EpochPlan:
     batch_size: int
     unread: int | None  # records of epochs up to this one not done when it began
     steps: int | None
+    per_epoch: int | None = None  # records one epoch holds (None: not known)
 
     @property
     def dropped(self) -> int | None:
@@ -75,9 +80,29 @@ def plan(queue, epoch: int, batch_size: int, world_size: int) -> EpochPlan:
     """The epoch's plan from the server's count of unread records (ask it on one rank and share it)."""
     if batch_size < 1 or world_size < 1:
         raise ValueError(f"batch_size and world_size must be at least 1, not {batch_size} and {world_size}")
-    unread = sliced_counts(queue, epoch)["unread"]
+    counts = sliced_counts(queue, epoch)
+    unread = counts["unread"]
     steps = None if unread is None else unread // (world_size * batch_size)
-    return EpochPlan(epoch, world_size, batch_size, unread, steps)
+    return EpochPlan(epoch, world_size, batch_size, unread, steps, counts["per_epoch"])
+
+
+def next_plan(plan: EpochPlan, num_epochs: int) -> EpochPlan | None:
+    """The next epoch's plan, once every rank has run ``plan`` to its end (None: only the server can count it).
+
+    Its unread records are what ``plan`` left (``dropped``) and the next
+    epoch's own (none past the job's last): the server's count then. The
+    count can only be higher, never lower: a lease lost in ``plan``'s epoch
+    (it expired) gives its records back, and a later epoch reads them.
+    Only another reader of the job lowers it, which a plan
+    asked of the server would not survive either (the rank that falls short
+    stops). Every rank works it out from the same shared plan.
+    """
+    if plan.steps is None or plan.unread is None or plan.per_epoch is None:
+        return None
+    epoch = plan.epoch + 1
+    unread = plan.dropped + (plan.per_epoch if epoch < num_epochs else 0)
+    steps = unread // (plan.world_size * plan.batch_size)
+    return EpochPlan(epoch, plan.world_size, plan.batch_size, unread, steps, plan.per_epoch)
 
 
 def loader_quota(plan: EpochPlan, loaders: int, index: int) -> int:

@@ -153,11 +153,19 @@ class SyncLoader:
         self.consumer = queue.consumer or queue.worker or default_worker_name()
         self.epoch = 0
         self.plan: sync.EpochPlan | None = None
+        # The next epoch's plan, worked out as this one ended on every rank
+        # (sync.next_plan): that epoch then starts without asking the server.
+        self.next_plan: sync.EpochPlan | None = None
         self.stats: sync.SyncStats | None = None
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
         self.plan = None
+
+    def after_restore(self, epoch: int) -> None:
+        """The job was put back to a snapshot on every rank (QueueState does it): ``epoch`` is counted by the server."""
+        self.next_plan = None
+        self.set_epoch(epoch)
 
     def __len__(self) -> int:
         plan = self._plan()
@@ -167,11 +175,13 @@ class SyncLoader:
 
     def __iter__(self):
         plan = self._plan()
+        self.next_plan = None  # worked out again only if this epoch runs to its end
         self.stats = sync.SyncStats()
         meter = stall.Meter(self._stall_clock)  # the rank's wait for each batch: its data stall
         try:
             if plan.steps is not None:
                 yield from self._planned(plan, meter)
+                self.next_plan = sync.next_plan(plan, self.queue.num_epochs)  # it ran to its end
             else:
                 yield from self._agreed(plan, meter)
         finally:
@@ -182,8 +192,11 @@ class SyncLoader:
         collectives.barrier(self.group)
 
     def _plan(self) -> sync.EpochPlan:
-        """The epoch's plan, counted on rank 0 and shared (every rank must run the same steps)."""
+        """The epoch's plan: worked out as the last epoch ended, else counted on rank 0 and shared (the same steps everywhere)."""
         if self.plan is not None and self.plan.epoch == self.epoch:
+            return self.plan
+        if self.next_plan is not None and self.next_plan.epoch == self.epoch:
+            self.plan = self.next_plan
             return self.plan
         rank, world = collectives.rank_and_world(self.group)
         if world > 1:
@@ -310,4 +323,4 @@ class QueueState:
         )
         self.queue.restore_checkpoint_state(state["digest"], state["position"], generation)
         if self.loader is not None:
-            self.loader.set_epoch(int(state["epoch"]))
+            self.loader.after_restore(int(state["epoch"]))

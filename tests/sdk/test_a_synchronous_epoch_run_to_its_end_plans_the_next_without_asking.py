@@ -1,0 +1,104 @@
+"""A planned synchronous epoch that every rank ran to its end works out the next epoch's plan: no request, no broadcast.
+
+What the epoch left (fewer than one global batch) and the next epoch's own
+records are the server's count at the next epoch's start (sync.next_plan),
+so SyncLoader asks the server once, for its first epoch, and again only
+after a restore or an epoch left early. Each check here compares the plan
+worked out with the server's own count, asked at that moment.
+"""
+
+import collections
+from types import SimpleNamespace
+
+import pytest
+
+from worker_sdk import WorkQueue, sync
+from worker_sdk.torch import QueueState, SyncLoader
+
+pytestmark = pytest.mark.timeout(90)
+
+BATCH = 7  # 60 records an epoch: 8 steps (4 left), then 9 (1 left), then 8 (5 left)
+
+
+@pytest.fixture
+def queue(sdk_env, tmp_path):
+    works = []
+    for f in range(3):
+        path = tmp_path / f"part-{f}.csv"
+        path.write_text("".join(f"{f},{j}\n" for j in range(20)))
+        works += [f"{path}?start=0&end=10", f"{path}?start=10&end=20"]
+    queue = WorkQueue(works, num_epochs=3, name="plan-ahead", worker="rank0")
+    yield queue
+    queue.close()
+
+
+@pytest.fixture
+def asked(queue):
+    """``asked.epochs``: those the loader asked the server to count; ``asked.server(e)``: the test's own look."""
+    server = queue.epoch_records
+    epochs = []
+
+    def epoch_records(upto_epoch):
+        epochs.append(upto_epoch)
+        return server(upto_epoch)
+
+    queue.epoch_records = epoch_records
+    return SimpleNamespace(epochs=epochs, server=lambda epoch: server(epoch)["unread"])
+
+
+def run_epoch(loader, epoch, read):
+    loader.set_epoch(epoch)  # as a DDP script does every epoch
+    for batch in loader:
+        read.update(batch)
+    return loader.stats.steps
+
+
+def test_every_epoch_after_the_first_is_planned_as_the_server_would_count_it(queue, asked):
+    loader = SyncLoader(queue, batch_size=BATCH)
+    read = collections.Counter()
+    steps = []
+    for epoch in range(3):
+        if epoch:
+            assert len(loader) == loader.plan.steps  # the plan worked out as the last epoch ended
+            assert loader.plan.epoch == epoch and loader.plan.unread == asked.server(epoch)
+        steps.append(run_epoch(loader, epoch, read))
+    assert asked.epochs == [0]
+    assert steps == [8, 9, 8]
+    # Every record of 3 epochs once per epoch, but the 5 the last one left.
+    assert sum(read.values()) == 175 and max(read.values()) <= 3
+    # Past the job's last epoch, only what the last one left.
+    assert loader.next_plan.epoch == 3 and loader.next_plan.unread == asked.server(3) == 5
+    assert loader.next_plan.steps == 0
+
+
+def test_a_restore_between_epochs_makes_the_next_one_ask(queue, asked):
+    loader = SyncLoader(queue, batch_size=BATCH)
+    read = collections.Counter()
+    run_epoch(loader, 0, read)
+    saved = QueueState(queue, loader).state_dict()
+    QueueState(queue, loader).load_state_dict(saved)
+    assert loader.next_plan is None and loader.epoch == 1
+    assert run_epoch(loader, 1, read) == 9
+    assert asked.epochs == [0, 1]
+
+
+def test_an_epoch_left_early_makes_the_next_one_ask(queue, asked):
+    loader = SyncLoader(queue, batch_size=BATCH)
+    read = collections.Counter()
+    run_epoch(loader, 0, read)
+    loader.set_epoch(1)
+    for _batch in loader:
+        break  # the items it held go back; the next count is the server's
+    assert loader.next_plan is None
+    loader.set_epoch(2)
+    assert len(loader) == loader.plan.steps and asked.epochs == [0, 2]
+
+
+def test_the_plan_worked_out_is_what_was_left_and_the_next_epochs_own():
+    plan = sync.EpochPlan(epoch=0, world_size=2, batch_size=4, unread=30, steps=3, per_epoch=30)
+    following = sync.next_plan(plan, num_epochs=2)
+    assert (following.epoch, following.unread, following.steps, following.dropped) == (1, 36, 4, 4)
+    last = sync.next_plan(following, num_epochs=2)
+    assert (last.epoch, last.unread, last.steps) == (2, 4, 0)
+    # Records not known (works read whole): the ranks agree step by step, and nothing is worked out.
+    assert sync.next_plan(sync.EpochPlan(0, 2, 4, None, None, None), num_epochs=2) is None
