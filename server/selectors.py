@@ -222,6 +222,7 @@ def epoch_records(job: Job, upto: int) -> dict:
         "slicing": job.slicing,
         "per_epoch": None if row is None else row.per_epoch,
         "unread": None if row is None else row.unread,
+        "leased": None if row is None else row.leased,
     }
 
 

@@ -108,6 +108,13 @@ def barrier(group) -> None:
         dist.barrier(group=group)
 
 
+def all_agree(group, mine: bool) -> bool:
+    """Whether ``mine`` holds on every rank: one all-reduce (the minimum), which no rank leaves before all came (a barrier)."""
+    agreement = Agreement(group)
+    agreement.start(mine)
+    return agreement.result()
+
+
 class Agreement:
     """Whether every rank has a batch: one all-reduce (the minimum) of one number a step, started early, read later.
 

@@ -46,6 +46,10 @@ class Holdings:
         # the next take, which tells the server not to ask for them.
         self._unstarted: dict[int, Callable[[], bool]] = {}
         self._started: set[int] = set()
+        # Leases the server refused (lost: expired and read by another
+        # worker, or fenced), each counted once: what a synchronous rank
+        # asks to know whether its epoch kept all it leased.
+        self.lost = 0
 
     # -- held leases ---------------------------------------------------------------
 
@@ -114,6 +118,8 @@ class Holdings:
             if tracker is not None:
                 tracker.stop()  # its records are another worker's now
             reported = lease_id in self._reported_lost
+            if not reported:
+                self.lost += 1
             self._reported_lost.add(lease_id)
             return True, claim, reported
 

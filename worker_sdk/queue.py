@@ -308,8 +308,14 @@ class WorkQueue:
         return self._client.watermarks(self.job["id"])
 
     def epoch_records(self, upto_epoch: int) -> dict:
-        """The server's count: ``{"slicing", "per_epoch", "unread"}``, records of an epoch and not done in epochs up to this one."""
+        """The server's count: ``{"slicing", "per_epoch", "unread", "leased"}``, records of an epoch, not done in
+        epochs up to this one, and of those leased now."""
         return self._client.epoch_records(self.job["id"], upto_epoch)
+
+    def leases_lost(self) -> int:
+        """Leases this process has lost on the job so far: the server refused them (they expired, or were fenced)."""
+        leaser = self._consumers.current
+        return 0 if leaser is None else leaser.held.lost
 
     def _worker_name(self) -> str:
         return self.worker or default_worker_name()

@@ -20,10 +20,10 @@ every rank runs ``steps`` steps with no collective beyond the one broadcast
 of the count, everything read is trained on, and the ``unread - steps *
 world * batch`` records left over (fewer than one global batch) are read
 first in the next epoch (``EpochPlan.dropped``).
-Once every rank has run an epoch to its end, the next one's count is
-worked out rather than asked (``next_plan``): what this one left plus the
-next epoch's records, the server's count then, so the next epoch starts
-without a request and without a broadcast.
+Once every rank has run an epoch to its end and kept every lease it took,
+the next one's count is worked out rather than asked (``next_plan``): what
+this one left plus the next epoch's records, the server's count then, so
+the next epoch starts without a request and without a broadcast.
 
 **Steps agreed one at a time** (records unknown: works read whole). Each
 step every rank says whether it has a batch (one all-reduce of one number,
@@ -67,6 +67,7 @@ class EpochPlan:
     unread: int | None  # records of epochs up to this one not done when it began
     steps: int | None
     per_epoch: int | None = None  # records one epoch holds (None: not known)
+    leased: int | None = None  # of ``unread``, records leased when it was counted (another worker's)
 
     @property
     def dropped(self) -> int | None:
@@ -83,26 +84,27 @@ def plan(queue, epoch: int, batch_size: int, world_size: int) -> EpochPlan:
     counts = sliced_counts(queue, epoch)
     unread = counts["unread"]
     steps = None if unread is None else unread // (world_size * batch_size)
-    return EpochPlan(epoch, world_size, batch_size, unread, steps, counts["per_epoch"])
+    return EpochPlan(epoch, world_size, batch_size, unread, steps, counts["per_epoch"], counts.get("leased"))
 
 
 def next_plan(plan: EpochPlan, num_epochs: int) -> EpochPlan | None:
-    """The next epoch's plan, once every rank has run ``plan`` to its end (None: only the server can count it).
+    """The next epoch's plan, once every rank has run ``plan`` to its end keeping every lease (None: ask the server).
 
     Its unread records are what ``plan`` left (``dropped``) and the next
-    epoch's own (none past the job's last): the server's count then. The
-    count can only be higher, never lower: a lease lost in ``plan``'s epoch
-    (it expired) gives its records back, and a later epoch reads them.
-    Only another reader of the job lowers it, which a plan
-    asked of the server would not survive either (the rank that falls short
-    stops). Every rank works it out from the same shared plan.
+    epoch's own (none past the job's last): the server's count then, when
+    the ranks' completions were all accepted and nobody else held a lease
+    of those epochs. A lease lost (it expired) may have failed its item on
+    the way, taking its unread records out of the count, and so may another
+    worker's lease in the count (``plan.leased``: a dead process's, say):
+    the caller asks the server after the one, and this declines the other.
+    Every rank works it out from the same shared plan.
     """
-    if plan.steps is None or plan.unread is None or plan.per_epoch is None:
+    if plan.steps is None or plan.unread is None or plan.per_epoch is None or plan.leased != 0:
         return None
     epoch = plan.epoch + 1
     unread = plan.dropped + (plan.per_epoch if epoch < num_epochs else 0)
     steps = unread // (plan.world_size * plan.batch_size)
-    return EpochPlan(epoch, plan.world_size, plan.batch_size, unread, steps, plan.per_epoch)
+    return EpochPlan(epoch, plan.world_size, plan.batch_size, unread, steps, plan.per_epoch, 0)
 
 
 def loader_quota(plan: EpochPlan, loaders: int, index: int) -> int:
@@ -116,7 +118,7 @@ def sliced_counts(queue, upto_epoch: int, timeout: float = 3600.0) -> dict:
 
     Only then are its records counted: while the answer says ``slicing``,
     it asks again. One request per epoch's plan, not a look at the job's
-    state first (every rank waits for the plan at each epoch's start).
+    state first (every rank waits for the plan at the start of an epoch that asks).
     """
     deadline = time.monotonic() + timeout
     while True:

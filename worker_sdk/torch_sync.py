@@ -10,6 +10,7 @@ worker_sdk.collectives.
 
 from __future__ import annotations
 
+import multiprocessing
 import multiprocessing.util
 import os
 from typing import Callable, Iterable
@@ -63,9 +64,12 @@ class _EpochDataset(IterableDataset):
         consumer: str,
         clock: stall.Clock | None,
         gc_freeze: bool,
+        lost=None,
     ):
         self.queue, self.reader, self.plan, self.consumer, self.stall = queue, reader, plan, consumer, clock
         self.gc_freeze = gc_freeze
+        # Set when a lease this reader took was lost (a planned epoch): shared memory the rank reads.
+        self.lost = lost
 
     def __iter__(self):
         info = get_worker_info()
@@ -79,7 +83,10 @@ class _EpochDataset(IterableDataset):
                 stall.adopt(self.queue.job["id"], self.consumer, self.stall)
         if self.plan.steps is not None:
             quota = sync.loader_quota(self.plan, loaders, index)
+            lost = self.queue.leases_lost()
             yield from sync.read_epoch(self.queue, self.plan.epoch, self.reader, quota, ahead=AHEAD_LEASES)
+            if self.lost is not None and self.queue.leases_lost() != lost:
+                self.lost.value = 1
         else:
             ending = _LoaderEnd(self.queue, self.plan.epoch) if info is not None else None
             yield from sync.read_epoch(self.queue, self.plan.epoch, self.reader, handoff=True)
@@ -178,10 +185,12 @@ class SyncLoader:
         self.next_plan = None  # worked out again only if this epoch runs to its end
         self.stats = sync.SyncStats()
         meter = stall.Meter(self._stall_clock)  # the rank's wait for each batch: its data stall
+        kept = False  # a planned epoch run to its end, every lease its readers took kept
         try:
             if plan.steps is not None:
-                yield from self._planned(plan, meter)
-                self.next_plan = sync.next_plan(plan, self.queue.num_epochs)  # it ran to its end
+                lost = multiprocessing.RawValue("b", 0)  # its readers' (loader processes too)
+                yield from self._planned(plan, meter, lost)
+                kept = not lost.value
             else:
                 yield from self._agreed(plan, meter)
         finally:
@@ -189,7 +198,10 @@ class SyncLoader:
             self.epoch = plan.epoch + 1  # the plan stays, for what it said (dropped)
         # Every rank has settled its items once all are here: a snapshot
         # (QueueState) taken now holds the whole epoch and nothing beyond it.
-        collectives.barrier(self.group)
+        # Meeting, the ranks also learn whether all kept their leases: only
+        # then is the next epoch's count worked out (sync.next_plan).
+        if collectives.all_agree(self.group, kept):
+            self.next_plan = sync.next_plan(plan, self.queue.num_epochs)
 
     def _plan(self) -> sync.EpochPlan:
         """The epoch's plan: worked out as the last epoch ended, else counted on rank 0 and shared (the same steps everywhere)."""
@@ -214,10 +226,10 @@ class SyncLoader:
     def _stall_clock(self) -> stall.Clock:
         return stall.clock(self.queue.job["id"], self.consumer)
 
-    def _loader(self, plan: sync.EpochPlan, collate) -> DataLoader:
+    def _loader(self, plan: sync.EpochPlan, collate, lost=None) -> DataLoader:
         # Loader processes hold the leases: they send the rank's data-stall clock.
         clock = self._stall_clock().shared() if self.num_workers > 0 else None
-        dataset = _EpochDataset(self.queue, self.reader, plan, self.consumer, clock, self.gc_freeze)
+        dataset = _EpochDataset(self.queue, self.reader, plan, self.consumer, clock, self.gc_freeze, lost)
         return DataLoader(
             dataset, batch_size=self.batch_size, num_workers=self.num_workers, collate_fn=collate, **self.loader_kwargs
         )
@@ -225,10 +237,10 @@ class SyncLoader:
     def _ahead(self, loader: DataLoader, depth: int) -> Ahead:
         return Ahead(loader, depth=depth if self.num_workers == 0 else 0, name="shardline-sync-ahead")
 
-    def _planned(self, plan: sync.EpochPlan, meter: stall.Meter):
+    def _planned(self, plan: sync.EpochPlan, meter: stall.Meter, lost):
         produced = 0
         # Read on this thread: the reading takes its leases ahead (AHEAD_LEASES).
-        ahead = self._ahead(self._loader(plan, self.collate_fn), 0)
+        ahead = self._ahead(self._loader(plan, self.collate_fn, lost), 0)
         try:
             for batch in stall.timed(ahead, meter):
                 produced += 1

@@ -156,6 +156,11 @@ class RecordsSerializer(serializers.Serializer):
         help_text="Records of epochs up to upto_epoch not done yet (pending or leased, epochs not made yet "
         "included); null when not known.",
     )
+    leased = serializers.IntegerField(
+        allow_null=True,
+        help_text="Of those, the records of items leased now (being read, or held by a worker whose lease has "
+        "not run out yet); null when not known.",
+    )
 
 
 class TakeResponseSerializer(serializers.Serializer):

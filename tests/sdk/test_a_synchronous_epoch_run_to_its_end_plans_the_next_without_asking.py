@@ -94,11 +94,45 @@ def test_an_epoch_left_early_makes_the_next_one_ask(queue, asked):
     assert len(loader) == loader.plan.steps and asked.epochs == [0, 2]
 
 
+def test_a_lease_lost_in_an_epoch_makes_the_next_one_ask(queue, asked, test_database_url):
+    # Another worker holds the first item the rank started (as after its
+    # lease expired): the rank's completion of it is refused, and the item
+    # may fail on the way, taking its unread records out of the count.
+    import psycopg
+
+    def reader(item):
+        if not taken:
+            with psycopg.connect(test_database_url, autocommit=True) as connection:
+                taken.append(
+                    connection.execute(
+                        "UPDATE shardline_item SET token = token + 1, worker = 'another' "
+                        "WHERE job_id = %s AND state = 'leased' AND worker = 'rank0' RETURNING id",
+                        (queue.job["id"],),
+                    ).fetchall()
+                )
+        yield from default(item)
+
+    from worker_sdk import readers
+
+    taken, default = [], readers.records
+    loader = SyncLoader(queue, batch_size=BATCH, reader=reader)
+    read = collections.Counter()
+    run_epoch(loader, 0, read)
+    assert taken and taken[0] and queue.leases_lost() >= 1
+    assert loader.next_plan is None
+    # Its records are another worker's, leased: no plan is worked out from a count holding them.
+    loader.set_epoch(1)
+    assert len(loader) == loader.plan.steps and loader.plan.leased > 0 and asked.epochs == [0, 1]
+
+
 def test_the_plan_worked_out_is_what_was_left_and_the_next_epochs_own():
-    plan = sync.EpochPlan(epoch=0, world_size=2, batch_size=4, unread=30, steps=3, per_epoch=30)
+    plan = sync.EpochPlan(epoch=0, world_size=2, batch_size=4, unread=30, steps=3, per_epoch=30, leased=0)
     following = sync.next_plan(plan, num_epochs=2)
     assert (following.epoch, following.unread, following.steps, following.dropped) == (1, 36, 4, 4)
     last = sync.next_plan(following, num_epochs=2)
     assert (last.epoch, last.unread, last.steps) == (2, 4, 0)
     # Records not known (works read whole): the ranks agree step by step, and nothing is worked out.
-    assert sync.next_plan(sync.EpochPlan(0, 2, 4, None, None, None), num_epochs=2) is None
+    assert sync.next_plan(sync.EpochPlan(0, 2, 4, None, None, None, None), num_epochs=2) is None
+    # A count that held another worker's leases (or a server that does not say): asked again.
+    assert sync.next_plan(sync.EpochPlan(0, 2, 4, 30, 3, 30, leased=5), num_epochs=2) is None
+    assert sync.next_plan(sync.EpochPlan(0, 2, 4, 30, 3, 30, leased=None), num_epochs=2) is None
