@@ -223,6 +223,7 @@ def epoch_records(job: Job, upto: int) -> dict:
         "per_epoch": None if row is None else row.per_epoch,
         "unread": None if row is None else row.unread,
         "leased": None if row is None else row.leased,
+        "epochs_made": job.epochs_materialised if row is None else row.epochs_made,
     }
 
 

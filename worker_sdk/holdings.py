@@ -46,9 +46,10 @@ class Holdings:
         # the next take, which tells the server not to ask for them.
         self._unstarted: dict[int, Callable[[], bool]] = {}
         self._started: set[int] = set()
-        # Leases the server refused (lost: expired and read by another
-        # worker, or fenced), each counted once: what a synchronous rank
-        # asks to know whether its epoch kept all it leased.
+        # Leases held here that the server refused (lost: expired and read by
+        # another worker, or fenced) or that went back unanswered, each
+        # counted once: what a synchronous rank asks to know whether its
+        # epoch kept everything it leased.
         self.lost = 0
 
     # -- held leases ---------------------------------------------------------------
@@ -89,9 +90,10 @@ class Holdings:
             self._forget(lease)
 
     def forget_all(self) -> None:
-        """The server fenced every lease (a restore): hold nothing, report nothing lost."""
+        """The server fenced every lease (a restore): hold nothing, report nothing lost (but count them)."""
         with self.lock:
             self._reported_lost.update(self._held)
+            self.lost += len(self._held)
             self._held.clear()
             self._finished.clear()
             self._unstarted.clear()
@@ -110,7 +112,8 @@ class Holdings:
             held = self._held.get(lease_id)
             if token is not None and held is not None and held.token != token:
                 return False, None, True
-            self._held.pop(lease_id, None)
+            if self._held.pop(lease_id, None) is not None:
+                self.lost += 1
             self._finished.pop(lease_id, None)
             claim = self._unstarted.pop(lease_id, None)
             self._started.discard(lease_id)
@@ -118,8 +121,6 @@ class Holdings:
             if tracker is not None:
                 tracker.stop()  # its records are another worker's now
             reported = lease_id in self._reported_lost
-            if not reported:
-                self.lost += 1
             self._reported_lost.add(lease_id)
             return True, claim, reported
 
@@ -209,9 +210,12 @@ class Holdings:
             self._sending.add(lease.id)
             return True
 
-    def given_back(self, lease: Lease) -> None:
-        """The server answered a give-back of ``lease`` (or refused it): held no more, and its loss is not news."""
+    def given_back(self, lease: Lease, refused: bool = False) -> None:
+        """The server answered a give-back of ``lease`` (``refused``: it was lost, or no answer came): held no more,
+        and its loss is not news."""
         with self.lock:
+            if refused:
+                self.lost += 1
             self._sending.discard(lease.id)
             self.lock.notify_all()
             self._forget(lease)

@@ -169,7 +169,7 @@ class Leaser:
         except BaseException:
             self.held.stop_sending([lease])
             raise
-        self.held.given_back(lease)
+        self.held.given_back(lease, refused=not released)
         return released
 
     def asked_back(self, lease_id: int) -> None:
@@ -271,14 +271,15 @@ class Leaser:
         that is not news, and nothing is logged.
         """
         for lease in self.held.unfinished():
+            refused = False
             try:
                 self.client.release(lease.id, lease.token, reason)
             except errors.LeaseLostError:
-                pass
+                refused = True
             except BaseException:
                 self.held.stop_sending([lease])
                 raise
-            self.held.given_back(lease)  # the heartbeat need not report it lost either
+            self.held.given_back(lease, refused)  # the heartbeat need not report it lost either
 
     def leave_to_receiver(self) -> None:
         """Everything held was handed to another process, and this one ends: the leases stay with their receiver.

@@ -68,6 +68,7 @@ class EpochPlan:
     steps: int | None
     per_epoch: int | None = None  # records one epoch holds (None: not known)
     leased: int | None = None  # of ``unread``, records leased when it was counted (another worker's)
+    later_untouched: bool = False  # no epoch after this one was made (so none was read) when it was counted
 
     @property
     def dropped(self) -> int | None:
@@ -84,7 +85,9 @@ def plan(queue, epoch: int, batch_size: int, world_size: int) -> EpochPlan:
     counts = sliced_counts(queue, epoch)
     unread = counts["unread"]
     steps = None if unread is None else unread // (world_size * batch_size)
-    return EpochPlan(epoch, world_size, batch_size, unread, steps, counts["per_epoch"], counts.get("leased"))
+    made = counts.get("epochs_made")
+    untouched = made is not None and made <= epoch + 1
+    return EpochPlan(epoch, world_size, batch_size, unread, steps, counts["per_epoch"], counts.get("leased"), untouched)
 
 
 def next_plan(plan: EpochPlan, num_epochs: int) -> EpochPlan | None:
@@ -93,18 +96,23 @@ def next_plan(plan: EpochPlan, num_epochs: int) -> EpochPlan | None:
     Its unread records are what ``plan`` left (``dropped``) and the next
     epoch's own (none past the job's last): the server's count then, when
     the ranks' completions were all accepted and nobody else held a lease
-    of those epochs. A lease lost (it expired) may have failed its item on
-    the way, taking its unread records out of the count, and so may another
+    of those epochs, and no epoch after ``plan``'s was made when it was
+    counted. A lease lost (it expired) may have failed its item on the way,
+    taking its unread records out of the count, and so may another
     worker's lease in the count (``plan.leased``: a dead process's, say):
-    the caller asks the server after the one, and this declines the other.
-    Every rank works it out from the same shared plan.
+    the caller asks the server after the one, and this declines the other,
+    and a job already into a later epoch (a run restarted without its
+    checkpoint's position). Every rank works it out from the same shared
+    plan; what the ranks read next never goes past it.
     """
-    if plan.steps is None or plan.unread is None or plan.per_epoch is None or plan.leased != 0:
+    if plan.steps is None or plan.unread is None or plan.per_epoch is None:
+        return None
+    if plan.leased != 0 or not plan.later_untouched:
         return None
     epoch = plan.epoch + 1
     unread = plan.dropped + (plan.per_epoch if epoch < num_epochs else 0)
     steps = unread // (plan.world_size * plan.batch_size)
-    return EpochPlan(epoch, plan.world_size, plan.batch_size, unread, steps, plan.per_epoch, 0)
+    return EpochPlan(epoch, plan.world_size, plan.batch_size, unread, steps, plan.per_epoch, 0, True)
 
 
 def loader_quota(plan: EpochPlan, loaders: int, index: int) -> int:

@@ -161,6 +161,10 @@ class RecordsSerializer(serializers.Serializer):
         help_text="Of those, the records of items leased now (being read, or held by a worker whose lease has "
         "not run out yet); null when not known.",
     )
+    epochs_made = serializers.IntegerField(
+        help_text="Epochs whose items exist (each is made as the job reaches it): epochs from this one on have "
+        "not been read."
+    )
 
 
 class TakeResponseSerializer(serializers.Serializer):

@@ -74,12 +74,19 @@ def test_the_records_of_an_epoch_and_what_is_unread_up_to_one(worker_client, job
     job = create_job(worker_client, job_name, works, num_epochs=3, shuffle=False)
     records = worker_client.get(f"/api/v1/jobs/{job['id']}/records/?upto_epoch=1").json()
     # Epoch 1 not made yet: counted from units.
-    assert records == {"upto_epoch": 1, "slicing": False, "per_epoch": 150, "unread": 300, "leased": 0}
+    assert records == {
+        "upto_epoch": 1,
+        "slicing": False,
+        "per_epoch": 150,
+        "unread": 300,
+        "leased": 0,
+        "epochs_made": 1,
+    }
     lease = take(worker_client, job["id"], "r0", upto_epoch=0)["leases"][0]
     take(worker_client, job["id"], "r0", complete=[{"id": lease["id"], "token": lease["token"]}], upto_epoch=0)
     # The second take leased the other unit: its 50 records are unread, and leased.
     after = worker_client.get(f"/api/v1/jobs/{job['id']}/records/?upto_epoch=0").json()
-    assert (after["unread"], after["leased"]) == (50, 50)
+    assert (after["unread"], after["leased"], after["epochs_made"]) == (50, 50, 2)  # epoch 1 made as 0 ran out
     assert worker_client.get(f"/api/v1/jobs/{job['id']}/records/?upto_epoch=1").json()["leased"] == 50
     whole = create_job(worker_client, f"{job_name}-whole", ["/a", "/b"])
     unknown = worker_client.get(f"/api/v1/jobs/{whole['id']}/records/?upto_epoch=0").json()

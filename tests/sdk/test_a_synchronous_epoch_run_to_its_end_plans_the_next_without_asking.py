@@ -125,14 +125,35 @@ def test_a_lease_lost_in_an_epoch_makes_the_next_one_ask(queue, asked, test_data
     assert len(loader) == loader.plan.steps and loader.plan.leased > 0 and asked.epochs == [0, 1]
 
 
+def test_a_run_restarted_into_a_later_epoch_asks_for_that_epoch(queue, asked):
+    # Batches of 6: epoch 0's ten steps lease it out, and its last take makes epoch 1.
+    first = SyncLoader(queue, batch_size=6)
+    read = collections.Counter()
+    run_epoch(first, 0, read)
+    first.set_epoch(1)
+    for step, _batch in enumerate(first):
+        if step == 2:
+            break  # a few batches of epoch 1 trained, then a restart without the checkpoint's position
+    restarted = SyncLoader(queue, batch_size=6)
+    assert run_epoch(restarted, 0, read) == 0  # epoch 0 is done
+    # Epoch 1 was made (and read) when epoch 0 was counted: its plan is the server's.
+    assert restarted.next_plan is None
+    unread = asked.server(1)
+    assert 42 <= unread < 60  # what the first run trained of it is done
+    assert run_epoch(restarted, 1, read) == unread // 6 and asked.epochs == [0, 0, 1]
+    assert asked.server(1) == unread % 6
+
+
 def test_the_plan_worked_out_is_what_was_left_and_the_next_epochs_own():
-    plan = sync.EpochPlan(epoch=0, world_size=2, batch_size=4, unread=30, steps=3, per_epoch=30, leased=0)
+    plan = sync.EpochPlan(0, 2, 4, unread=30, steps=3, per_epoch=30, leased=0, later_untouched=True)
     following = sync.next_plan(plan, num_epochs=2)
     assert (following.epoch, following.unread, following.steps, following.dropped) == (1, 36, 4, 4)
     last = sync.next_plan(following, num_epochs=2)
     assert (last.epoch, last.unread, last.steps) == (2, 4, 0)
     # Records not known (works read whole): the ranks agree step by step, and nothing is worked out.
-    assert sync.next_plan(sync.EpochPlan(0, 2, 4, None, None, None, None), num_epochs=2) is None
-    # A count that held another worker's leases (or a server that does not say): asked again.
-    assert sync.next_plan(sync.EpochPlan(0, 2, 4, 30, 3, 30, leased=5), num_epochs=2) is None
-    assert sync.next_plan(sync.EpochPlan(0, 2, 4, 30, 3, 30, leased=None), num_epochs=2) is None
+    assert sync.next_plan(sync.EpochPlan(0, 2, 4, None, None, None, None, True), num_epochs=2) is None
+    # A count that held another worker's leases, or made after a later epoch
+    # was (or from a server that does not say): asked again.
+    assert sync.next_plan(sync.EpochPlan(0, 2, 4, 30, 3, 30, 5, True), num_epochs=2) is None
+    assert sync.next_plan(sync.EpochPlan(0, 2, 4, 30, 3, 30, None, True), num_epochs=2) is None
+    assert sync.next_plan(sync.EpochPlan(0, 2, 4, 30, 3, 30, 0, False), num_epochs=2) is None

@@ -113,3 +113,27 @@ def test_given_back_and_unfinished_leases():
     held.stop_sending([c])
     assert held.known() == 2 and beaten(held) == [10, 12]
     assert held.lose(11, token=None)[2]  # given back: its loss is not news
+
+
+def test_each_lease_lost_or_given_back_unanswered_is_counted_once():
+    # What a synchronous rank asks (WorkQueue.leases_lost) to know whether
+    # its epoch kept everything it leased: each lease once, an item leased
+    # again under a newer token as a lease of its own.
+    held = Holdings()
+    held.took([], (), [lease(20, token=1)])
+    assert held.lose(20, token=1)[0] and held.lost == 1
+    held.lose(20, token=1)  # a heartbeat and a completion's answer both say so
+    assert held.lost == 1
+    held.took([], (), [lease(20, token=2)])
+    assert held.lose(20, token=1) == (False, None, True) and held.lost == 1  # the old lease's: this one stands
+    held.lose(20, token=2)
+    assert held.lost == 2
+    refused, answered, fenced = lease(21), lease(22), lease(23)
+    held.took([], (), [refused, answered, fenced])
+    for given in (refused, answered):
+        assert held.to_give_back(given)
+    held.given_back(refused, refused=True)  # lost meanwhile, or no answer: its item may fail on the way
+    held.given_back(answered)
+    assert held.lost == 3
+    held.forget_all()  # a restore fenced what was held
+    assert held.lost == 4 and held.known() == 0
