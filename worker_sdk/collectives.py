@@ -101,13 +101,6 @@ def global_rank(group, rank: int) -> int:
     return rank if group is None else dist.get_global_rank(group, rank)
 
 
-def barrier(group) -> None:
-    import torch.distributed as dist
-
-    if rank_and_world(group)[1] > 1:
-        dist.barrier(group=group)
-
-
 def all_agree(group, mine: bool) -> bool:
     """Whether ``mine`` holds on every rank: one all-reduce (the minimum), which no rank leaves before all came (a barrier)."""
     agreement = Agreement(group)
