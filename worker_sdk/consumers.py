@@ -42,6 +42,9 @@ class Consumers:
         # what ended ones still hold, a restore re-opens them all.
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         self._takers: weakref.WeakSet[look_ahead.Taker] = weakref.WeakSet()
+        # Look-aheads opened before their consumer begins (a synchronous
+        # rank's next epoch): close() gives back what they took and it never read.
+        self._opened: weakref.WeakSet[look_ahead.LookAhead] = weakref.WeakSet()
         self._default: look_ahead.Taker | None = None
 
     @property
@@ -61,6 +64,7 @@ class Consumers:
                     # A parent's consumers: read for it, never by this process.
                     self._streams = weakref.WeakSet()
                     self._takers = weakref.WeakSet()
+                    self._opened = weakref.WeakSet()
                     self._default = None
                 self._leaser = self._make_leaser()
                 self._pid = pid
@@ -88,6 +92,12 @@ class Consumers:
         taker = look_ahead.Taker(self.whole_items_stream(name), self._depth)
         self._takers.add(taker)
         return taker
+
+    def opened_ahead(self, stream: Stream, depth: int, refill: int | None, retries: int) -> look_ahead.LookAhead:
+        """A look-ahead over ``stream`` that starts taking now, before its consumer begins (``look_ahead.consume``)."""
+        ahead = look_ahead.LookAhead(stream, depth, refill=refill, retries=retries)
+        self._opened.add(ahead)
+        return ahead
 
     def default_taker(self, name: str) -> look_ahead.Taker:
         if self._default is None or self._pid != os.getpid():
@@ -129,6 +139,8 @@ class Consumers:
             return
         for taker in list(self._takers):
             taker.close()  # what take() leased ahead goes back unread
+        for ahead in list(self._opened):
+            ahead.close()  # so does what a consumer that never began took
         for stream in list(self._streams):
             if stream.ended:
                 stream.finish()

@@ -41,6 +41,9 @@ log = logging.getLogger("worker_sdk")
 _CLOSE_SECONDS = 5.0
 # The most leases one take ahead asks for (a deep look-ahead fills in a few).
 MAX_COUNT = 64
+# How long a look-ahead with ``retries`` left waits before it takes again
+# after a take found nothing (the server's retry_after while an epoch is made).
+_RETRY_SECONDS = 0.05
 STOPPED_REASON = "the consumer stopped before starting this item (taken ahead)"
 RESTORED_REASON = "taken ahead before a restore fenced it"
 
@@ -57,7 +60,14 @@ class LookAhead(Iterator[Lease]):
     the caller's to finish or abort.
     """
 
-    def __init__(self, stream: Stream, depth: int = 1, name: str = "shardline-look-ahead", refill: int | None = None):
+    def __init__(
+        self,
+        stream: Stream,
+        depth: int = 1,
+        name: str = "shardline-look-ahead",
+        refill: int | None = None,
+        retries: int = 0,
+    ):
         if stream.lag is not None:
             raise ValueError("LookAhead reads a stream with lag=None (its consumer says what it consumed)")
         if depth < 1:
@@ -67,6 +77,10 @@ class LookAhead(Iterator[Lease]):
         # It takes again once fewer than this are ahead (default: as soon as
         # the consumer starts one); lower, fewer takes of more leases each.
         self._refill = depth if refill is None else max(1, min(refill, depth))
+        # Takes that found nothing it makes again before it waits for the
+        # consumer's own: one opened before its consumer begins (the next
+        # epoch's) may meet that epoch being made by another take.
+        self._retries = retries
         self._cond = threading.Condition()
         # Under _cond: taken ahead and not started, oldest first, each with
         # the stream's generation when its take left (a restore since fenced
@@ -83,6 +97,11 @@ class LookAhead(Iterator[Lease]):
         stream.untold = self._tell
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+
+    @property
+    def stream(self) -> Stream:
+        """The stream it takes from (its consumer's)."""
+        return self._stream
 
     def _run(self) -> None:
         stream = self._stream
@@ -118,7 +137,10 @@ class LookAhead(Iterator[Lease]):
                             self._ahead.append((lease, generation))
                         else:
                             lost.append(lease)  # a heartbeat said so before it got here
-                    if len(lost) == len(leases):
+                    if len(lost) == len(leases) and self._retries > 0 and not closed:
+                        self._retries -= 1
+                        self._cond.wait(_RETRY_SECONDS)  # the consumer, should it begin, waits for the next
+                    elif len(lost) == len(leases):
                         # Nothing came (or nothing that is still ours): no
                         # take ahead again until the consumer's own.
                         self._idle = True
@@ -220,12 +242,16 @@ def leases(stream: Stream, depth: int, refill: int | None = None) -> Iterator[Le
     if depth == 0:
         yield from stream.leases()
         return
-    ahead = LookAhead(stream, depth, refill=refill)
+    yield from consume(LookAhead(stream, depth, refill=refill))
+
+
+def consume(ahead: LookAhead) -> Iterator[Lease]:
+    """``ahead``'s leases until its queue ends, as ``leases()`` (a look-ahead opened before its consumer began)."""
     try:
         yield from ahead
     except GeneratorExit:
         ahead.close()
-        stream.abort("the consumer stopped before finishing this item")
+        ahead.stream.abort("the consumer stopped before finishing this item")
         raise
     finally:
         ahead.close()

@@ -226,6 +226,17 @@ class WorkQueue:
         """
         return self._consumers.stream(self.name, lag, tracks, upto_epoch, sync)
 
+    def opened_ahead(
+        self, stream: Stream, depth: int, refill: int | None = None, retries: int = 0
+    ) -> look_ahead.LookAhead:
+        """A look-ahead over ``stream`` (one of this queue's) that takes now, before its consumer begins.
+
+        Its consumer reads it with ``look_ahead.consume``; what it took and
+        no consumer began goes back unread with its ``close()``, or as the
+        queue closes. ``retries``: takes that found nothing made again first.
+        """
+        return self._consumers.opened_ahead(stream, depth, refill, retries)
+
     def handed_leases(self) -> HandedLeases:
         """Completes or gives back leases another process took and handed over with their records (worker_sdk.sync)."""
         return HandedLeases(self._client)

@@ -177,6 +177,43 @@ def runs(samples: Iterable[Handed]) -> list[Run]:
     return found
 
 
+# An opened epoch's first take finds nothing while another take makes that
+# epoch (the server's job row is held): it takes again, this many times.
+OPENED_RETRIES = 5
+
+
+class OpenedEpoch:
+    """One rank's reading of a planned epoch, opened while the epoch before it is still read (no loader processes).
+
+    Its look-ahead takes the epoch's first lease at once, on its thread, so
+    that the epoch's first batch does not wait for a take's round trip (nor
+    for the epoch's making, which that take does): the first take was most
+    of what was left at an epoch's start (bench/RESULTS.md). Until the epoch
+    begins (``read_epoch(opened=...)``) it leases that epoch's own items
+    only, one item: what the epoch before leaves over is for the ranks still
+    reading it, and then for whichever rank takes it first. ``close()``
+    gives back unread what it took and no reader began (the epoch was
+    planned otherwise after all: asked, restored, another epoch set).
+    """
+
+    def __init__(self, queue, plan: EpochPlan, ahead: int):
+        self.plan = plan
+        self.quota = plan.steps * plan.batch_size
+        stream = queue.stream(lag=None, tracks=True, upto_epoch=plan.epoch, sync=True)
+        stream.budget = Budget(self.quota)
+        stream.from_epoch = plan.epoch
+        self.stream = stream
+        self._ahead = queue.opened_ahead(stream, ahead, refill=1, retries=OPENED_RETRIES)
+
+    def begin(self) -> Iterator:
+        """Its leases, for the epoch's reader: from now on its takes lease what earlier epochs left too."""
+        self.stream.from_epoch = None
+        return look_ahead.consume(self._ahead)
+
+    def close(self) -> None:
+        self._ahead.close()
+
+
 def read_epoch(
     queue,
     epoch: int,
@@ -185,6 +222,7 @@ def read_epoch(
     handoff: bool = False,
     alone: bool = False,
     ahead: int = 0,
+    opened: OpenedEpoch | None = None,
 ) -> Iterator:
     """One loader's (or one rank's) records of a synchronous epoch.
 
@@ -201,17 +239,23 @@ def read_epoch(
     They are taken ``ahead`` at a time, once none is left ahead: a rank's
     quota is its own whatever it holds, so holding more costs no other rank
     anything, and each take is a request less for the server.
+    ``opened``: the epoch's reading, opened before it began (its epoch,
+    quota and look-ahead are those of this call).
     """
     if handoff and ahead:
         raise ValueError("records handed to another process are its to acknowledge: read them with ahead=0")
     read = reader or readers.of_lease
-    stream = queue.stream(lag=None if ahead else 1, tracks=quota is not None, upto_epoch=epoch, sync=True)
-    stream.budget = Budget(quota) if quota is not None else None
-    stream.handoff = handoff
-    stream.from_epoch = epoch if alone else None
-    if quota is not None and quota <= 0:
-        return
-    with closing(look_ahead.leases(stream, ahead, refill=1)) as leases:
+    if opened is not None:
+        stream, leases = opened.stream, opened.begin()
+    else:
+        stream = queue.stream(lag=None if ahead else 1, tracks=quota is not None, upto_epoch=epoch, sync=True)
+        stream.budget = Budget(quota) if quota is not None else None
+        stream.handoff = handoff
+        stream.from_epoch = epoch if alone else None
+        if quota is not None and quota <= 0:
+            return
+        leases = look_ahead.leases(stream, ahead, refill=1)
+    with closing(leases):
         for lease in leases:
             source = read(lease) if reader is None else reader(lease.item)
             if handoff:

@@ -65,11 +65,14 @@ class _EpochDataset(IterableDataset):
         clock: stall.Clock | None,
         gc_freeze: bool,
         lost=None,
+        opened: sync.OpenedEpoch | None = None,
     ):
         self.queue, self.reader, self.plan, self.consumer, self.stall = queue, reader, plan, consumer, clock
         self.gc_freeze = gc_freeze
         # Set when a lease this reader took was lost (a planned epoch): shared memory the rank reads.
         self.lost = lost
+        # The epoch's reading, opened as the epoch before was read (no loader processes).
+        self.opened = opened
 
     def __iter__(self):
         info = get_worker_info()
@@ -84,7 +87,10 @@ class _EpochDataset(IterableDataset):
         if self.plan.steps is not None:
             quota = sync.loader_quota(self.plan, loaders, index)
             lost = self.queue.leases_lost()
-            yield from sync.read_epoch(self.queue, self.plan.epoch, self.reader, quota, ahead=AHEAD_LEASES)
+            opened = self.opened if info is None else None
+            yield from sync.read_epoch(
+                self.queue, self.plan.epoch, self.reader, quota, ahead=AHEAD_LEASES, opened=opened
+            )
             if self.lost is not None and self.queue.leases_lost() != lost:
                 self.lost.value = 1
         else:
@@ -163,6 +169,9 @@ class SyncLoader:
         # The next epoch's plan, worked out as this one ended on every rank
         # (sync.next_plan): that epoch then starts without asking the server.
         self.next_plan: sync.EpochPlan | None = None
+        # That epoch's reading, opened while this one is read, if it may
+        # come next (sync.OpenedEpoch); closed unless it does.
+        self.opened: sync.OpenedEpoch | None = None
         self.stats: sync.SyncStats | None = None
 
     def set_epoch(self, epoch: int) -> None:
@@ -172,6 +181,7 @@ class SyncLoader:
     def after_restore(self, epoch: int) -> None:
         """The job was put back to a snapshot on every rank (QueueState does it): ``epoch`` is counted by the server."""
         self.next_plan = None
+        self._close_opened()
         self.set_epoch(epoch)
 
     def __len__(self) -> int:
@@ -210,6 +220,7 @@ class SyncLoader:
         if self.next_plan is not None and self.next_plan.epoch == self.epoch:
             self.plan = self.next_plan
             return self.plan
+        self._close_opened()  # its takes were bounded by a plan that is not this one
         rank, world = collectives.rank_and_world(self.group)
         if world > 1:
             collectives.hold(self.group)
@@ -223,13 +234,24 @@ class SyncLoader:
         self.plan = found[0]
         return self.plan
 
+    def _close_opened(self) -> None:
+        opened, self.opened = self.opened, None
+        if opened is not None:
+            opened.close()
+
+    def _open_next(self, plan: sync.EpochPlan) -> None:
+        """Opens the next epoch's reading now, if it may be worked out from ``plan`` (sync.OpenedEpoch)."""
+        upcoming = sync.next_plan(plan, self.queue.num_epochs)
+        if upcoming is not None and upcoming.steps > 0:
+            self.opened = sync.OpenedEpoch(self.queue, upcoming, AHEAD_LEASES)
+
     def _stall_clock(self) -> stall.Clock:
         return stall.clock(self.queue.job["id"], self.consumer)
 
-    def _loader(self, plan: sync.EpochPlan, collate, lost=None) -> DataLoader:
+    def _loader(self, plan: sync.EpochPlan, collate, lost=None, opened=None) -> DataLoader:
         # Loader processes hold the leases: they send the rank's data-stall clock.
         clock = self._stall_clock().shared() if self.num_workers > 0 else None
-        dataset = _EpochDataset(self.queue, self.reader, plan, self.consumer, clock, self.gc_freeze, lost)
+        dataset = _EpochDataset(self.queue, self.reader, plan, self.consumer, clock, self.gc_freeze, lost, opened)
         return DataLoader(
             dataset, batch_size=self.batch_size, num_workers=self.num_workers, collate_fn=collate, **self.loader_kwargs
         )
@@ -239,15 +261,26 @@ class SyncLoader:
 
     def _planned(self, plan: sync.EpochPlan, meter: stall.Meter, lost):
         produced = 0
+        # The epoch's reading may have been opened as the last one was read:
+        # its first lease is here. Without loader processes only: they are
+        # new each epoch, and a lease is its taker's.
+        opened, self.opened = self.opened, None
+        if opened is not None and (self.num_workers > 0 or opened.plan != plan):
+            opened.close()
+            opened = None
         # Read on this thread: the reading takes its leases ahead (AHEAD_LEASES).
-        ahead = self._ahead(self._loader(plan, self.collate_fn, lost), 0)
+        ahead = self._ahead(self._loader(plan, self.collate_fn, lost, opened), 0)
         try:
             for batch in stall.timed(ahead, meter):
                 produced += 1
                 self.stats.steps += 1
+                if produced == 1 and self.num_workers == 0:
+                    self._open_next(plan)  # once this epoch's reading is under way
                 yield batch
         finally:
             ahead.close()  # an epoch left early: its read-ahead batches were claimed, as a loader process's are
+            if opened is not None:
+                opened.close()  # given back if the reading never began
         if produced < plan.steps:
             rank, _world = collectives.rank_and_world(self.group)
             raise RuntimeError(
