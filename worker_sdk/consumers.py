@@ -99,6 +99,12 @@ class Consumers:
         self._opened.add(ahead)
         return ahead
 
+    def close_opened(self) -> None:
+        """Gives back what every look-ahead opened here took, unless its consumer began (it reads it)."""
+        for ahead in list(self._opened):
+            if not ahead.begun:
+                ahead.close()
+
     def default_taker(self, name: str) -> look_ahead.Taker:
         if self._default is None or self._pid != os.getpid():
             self.leaser()

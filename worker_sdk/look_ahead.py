@@ -77,10 +77,11 @@ class LookAhead(Iterator[Lease]):
         # It takes again once fewer than this are ahead (default: as soon as
         # the consumer starts one); lower, fewer takes of more leases each.
         self._refill = depth if refill is None else max(1, min(refill, depth))
-        # Takes that found nothing it makes again before it waits for the
-        # consumer's own: one opened before its consumer begins (the next
-        # epoch's) may meet that epoch being made by another take.
+        # Takes that found nothing it makes again, until its consumer begins,
+        # before it waits for the consumer's own: one opened before then (the
+        # next epoch's) may meet that epoch being made by another take.
         self._retries = retries
+        self._begun = False  # its consumer asked for its first lease
         self._cond = threading.Condition()
         # Under _cond: taken ahead and not started, oldest first, each with
         # the stream's generation when its take left (a restore since fenced
@@ -102,6 +103,11 @@ class LookAhead(Iterator[Lease]):
     def stream(self) -> Stream:
         """The stream it takes from (its consumer's)."""
         return self._stream
+
+    @property
+    def begun(self) -> bool:
+        """Whether its consumer has asked for a lease (one opened ahead of it: worker_sdk.sync.OpenedEpoch)."""
+        return self._begun
 
     def _run(self) -> None:
         stream = self._stream
@@ -181,6 +187,9 @@ class LookAhead(Iterator[Lease]):
 
     def __next__(self) -> Lease:
         with self._cond:
+            # From now on a take that finds nothing leaves the next to the
+            # consumer, which then waits on the server or finds the end.
+            self._begun, self._retries = True, 0
             if self._current is not None:
                 self._done.append(self._current)
                 self._current = None

@@ -237,6 +237,10 @@ class WorkQueue:
         """
         return self._consumers.opened_ahead(stream, depth, refill, retries)
 
+    def close_opened(self) -> None:
+        """Gives back what look-aheads opened ahead of their consumer took, where that consumer has not begun."""
+        self._consumers.close_opened()
+
     def handed_leases(self) -> HandedLeases:
         """Completes or gives back leases another process took and handed over with their records (worker_sdk.sync)."""
         return HandedLeases(self._client)

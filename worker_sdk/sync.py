@@ -46,6 +46,7 @@ with this one).
 from __future__ import annotations
 
 import time
+import weakref
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
@@ -204,6 +205,9 @@ class OpenedEpoch:
         stream.from_epoch = plan.epoch
         self.stream = stream
         self._ahead = queue.opened_ahead(stream, ahead, refill=1, retries=OPENED_RETRIES)
+        # Its thread keeps the look-ahead alive: dropped unread (its loader
+        # was), this goes, and so does what it took.
+        weakref.finalize(self, self._ahead.close)
 
     def begin(self) -> Iterator:
         """Its leases, for the epoch's reader: from now on its takes lease what earlier epochs left too."""

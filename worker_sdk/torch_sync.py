@@ -172,6 +172,12 @@ class SyncLoader:
         # That epoch's reading, opened while this one is read, if it may
         # come next (sync.OpenedEpoch); closed unless it does.
         self.opened: sync.OpenedEpoch | None = None
+        # The queue's lost leases when the ranks last agreed that all kept
+        # theirs (a worked-out plan is used only if none was lost since),
+        # and when the current epoch's plan was made: the epoch kept its
+        # leases if none was lost since then.
+        self._lost_agreed: int | None = None
+        self._lost_from: int | None = None
         self.stats: sync.SyncStats | None = None
 
     def set_epoch(self, epoch: int) -> None:
@@ -200,7 +206,7 @@ class SyncLoader:
             if plan.steps is not None:
                 lost = multiprocessing.RawValue("b", 0)  # its readers' (loader processes too)
                 yield from self._planned(plan, meter, lost)
-                kept = not lost.value
+                kept = not lost.value  # nor any loader process's (their own count)
             else:
                 yield from self._agreed(plan, meter)
         finally:
@@ -210,6 +216,8 @@ class SyncLoader:
         # (QueueState) taken now holds the whole epoch and nothing beyond it.
         # Meeting, the ranks also learn whether all kept their leases: only
         # then is the next epoch's count worked out (sync.next_plan).
+        self._lost_agreed = self.queue.leases_lost()
+        kept = kept and self._lost_agreed == self._lost_from
         if collectives.all_agree(self.group, kept):
             self.next_plan = sync.next_plan(plan, self.queue.num_epochs)
 
@@ -217,13 +225,23 @@ class SyncLoader:
         """The epoch's plan: worked out as the last epoch ended, else counted on rank 0 and shared (the same steps everywhere)."""
         if self.plan is not None and self.plan.epoch == self.epoch:
             return self.plan
-        if self.next_plan is not None and self.next_plan.epoch == self.epoch:
-            self.plan = self.next_plan
-            return self.plan
-        self._close_opened()  # its takes were bounded by a plan that is not this one
         rank, world = collectives.rank_and_world(self.group)
         if world > 1:
             collectives.hold(self.group)
+        if self.next_plan is not None and self.next_plan.epoch == self.epoch:
+            # Only if no rank lost a lease since they agreed at the last
+            # epoch's end: the next epoch's first lease, held between the
+            # epochs, may have failed its item on the way.
+            if collectives.all_agree(self.group, self.queue.leases_lost() == self._lost_agreed):
+                self.plan, self._lost_from = self.next_plan, self._lost_agreed
+                return self.plan
+        # Asked: what was opened ahead of its epoch (by this loader or one
+        # dropped) goes back first, on every rank before rank 0 counts: the
+        # count would hold records no rank reads.
+        self.next_plan = self.opened = None
+        self.queue.close_opened()
+        if world > 1:
+            collectives.all_agree(self.group, True)
         found = [None]
         if rank == 0:
             found[0] = sync.plan(self.queue, self.epoch, self.batch_size, world)
@@ -231,7 +249,7 @@ class SyncLoader:
             import torch.distributed as dist
 
             dist.broadcast_object_list(found, src=collectives.global_rank(self.group, 0), group=self.group)
-        self.plan = found[0]
+        self.plan, self._lost_from = found[0], self.queue.leases_lost()
         return self.plan
 
     def _close_opened(self) -> None:

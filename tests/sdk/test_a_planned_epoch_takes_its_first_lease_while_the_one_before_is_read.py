@@ -18,6 +18,8 @@ from worker_sdk import WorkQueue
 from worker_sdk.client import Client
 from worker_sdk.torch import QueueState, SyncLoader
 
+from ..support import wait_until
+
 pytestmark = pytest.mark.timeout(90)
 
 BATCH = 7  # 60 records an epoch: 8 steps (4 left over), then 9 (1 left), then 8
@@ -135,3 +137,47 @@ def test_a_queue_closed_between_epochs_gives_the_opened_item_back(queue, takes, 
         step_until_opened(step, takes, 1)
     queue.close()
     assert len(opened_leases(takes, 1)) == 1 and held(test_database_url, queue) == []
+
+
+def test_a_loader_made_anew_each_epoch_leaves_no_opened_item_held(queue, takes, test_database_url):
+    # A script that makes its loader in its epoch loop: the one it drops held
+    # the next epoch's first item, which the next loader's count includes.
+    for epoch, steps in ((0, 8), (1, 9)):
+        loader = SyncLoader(queue, batch_size=BATCH)
+        loader.set_epoch(epoch)
+        ran = 0
+        for ran, _batch in enumerate(loader, 1):
+            step_until_opened(ran - 1, takes, epoch + 1)
+        assert ran == steps
+        del loader
+    assert [row for row in held(test_database_url, queue) if row[0] < 2] == []
+
+
+def test_an_opened_item_lost_between_epochs_makes_the_next_epoch_ask(sdk_env, tmp_path, takes, test_database_url):
+    works = []
+    for f in range(3):
+        path = tmp_path / f"part-{f}.csv"
+        path.write_text("".join(f"{f},{j}\n" for j in range(20)))
+        works += [f"{path}?start=0&end=10", f"{path}?start=10&end=20"]
+    queue = WorkQueue(works, num_epochs=3, name="opened-lost", worker="rank0", lease_timeout=3)
+    loader = SyncLoader(queue, batch_size=BATCH)
+    for step, _batch in enumerate(loader):
+        step_until_opened(step, takes, 1)
+    assert loader.next_plan is not None
+    before = queue.leases_lost()
+    # As the server does with an item whose lease expired on its last attempt
+    # (say, a heartbeat outage while a checkpoint was written between epochs):
+    # its records are out of the count the plan was worked out from.
+    with psycopg.connect(test_database_url, autocommit=True) as connection:
+        failed = connection.execute(
+            "UPDATE shardline_item SET state = 'failed', expires_at = NULL, error = 'lease expired' "
+            "WHERE job_id = %s AND state = 'leased' AND epoch = 1 RETURNING id",
+            (queue.job["id"],),
+        ).fetchall()
+    assert len(failed) == 1
+    wait_until(lambda: queue.leases_lost() > before, message="the heartbeat hears the lease is lost")
+    unread = queue.epoch_records(1)["unread"]
+    assert unread == 64 - 10  # the 4 epoch 0 left and epoch 1's own, less the failed item's 10
+    assert sum(1 for _batch in loader) == unread // BATCH  # asked: the server's count, every batch there
+    assert loader.plan.unread == unread
+    queue.close()
