@@ -150,6 +150,8 @@ class Consumers:
         for stream in list(self._streams):
             if stream.ended:
                 stream.finish()
-        leaser.flush()
+        # Completions sent on a thread (Leaser.complete(later=True)) are waited for.
+        if not leaser.settle():
+            log.warning("work queue: completions still on their way after %s s as the queue closed", SETTLE_SECONDS)
         leaser.stop()
         self._leaser = None

@@ -195,10 +195,25 @@ class Leaser:
 
     # -- acknowledging ------------------------------------------------------------------
 
-    def complete(self, leases: list[Lease]) -> None:
-        """Acknowledges finished leases now, with every other finished one, in one request."""
+    def complete(self, leases: list[Lease], later: bool = False) -> None:
+        """Acknowledges finished leases now, with every other finished one, in one request.
+
+        ``later``: the request goes on a thread of its own and the caller
+        goes on (a synchronous rank at its epoch's end); ``settle()``, a
+        snapshot and the queue's close wait for it.
+        """
         self.held.finish(leases)
-        self.flush()
+        if not later:
+            self.flush()
+            return
+        threading.Thread(target=self._flush_sent_later, name=f"shardline-complete-{self.name}", daemon=True).start()
+
+    def _flush_sent_later(self) -> None:
+        try:
+            self.flush()
+        except errors.ShardlineError as exc:
+            # Still finished: the next request that carries completions sends them.
+            log.warning("work queue %s: completions not sent yet: %s", self.name, exc)
 
     def flush(self) -> None:
         """Sends every finished lease that the server has not acknowledged yet: one request per COMPLETE_BATCH.

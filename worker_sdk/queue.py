@@ -353,8 +353,12 @@ class WorkQueue:
         not completed yet, so a restore of this snapshot reads them again
         (at least once, never lost).
         """
-        self._consumers.settle()
+        self.settle()
         return self._client.snapshot(self.job["id"], self._worker_name())
+
+    def settle(self) -> None:
+        """Acknowledges now what this process's consumers finished, and waits for completions on their way."""
+        self._consumers.settle()
 
     def restore(self, snapshot_id: int, generation: str | None = None) -> dict:
         """Puts the job back to a snapshot and forgets this process's leases (they are fenced).

@@ -356,12 +356,15 @@ class Stream:
                 return
         self._leaser().stop_at(lease, position, reason)
 
-    def flush_consumed(self) -> None:
-        """Acknowledges now what the consumer received whole (it closes: no take will carry them)."""
+    def flush_consumed(self, later: bool = False) -> None:
+        """Acknowledges now what the consumer received whole (it closes: no take will carry them).
+
+        ``later``: on a thread, the consumer going on meanwhile (``Leaser.complete``).
+        """
         with self._lock:
             leases, self._consumed = self._consumed, []
         if leases:
-            self._leaser().complete(leases)
+            self._leaser().complete(leases, later=later)
 
     def acknowledge_now(self) -> None:
         """Acknowledges now whatever its consumer has finished (a snapshot is taken next)."""

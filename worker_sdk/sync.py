@@ -227,6 +227,7 @@ def read_epoch(
     alone: bool = False,
     ahead: int = 0,
     opened: OpenedEpoch | None = None,
+    complete_later: bool = False,
 ) -> Iterator:
     """One loader's (or one rank's) records of a synchronous epoch.
 
@@ -244,7 +245,10 @@ def read_epoch(
     quota is its own whatever it holds, so holding more costs no other rank
     anything, and each take is a request less for the server.
     ``opened``: the epoch's reading, opened before it began (its epoch,
-    quota and look-ahead are those of this call).
+    quota and look-ahead are those of this call). ``complete_later``: once
+    the quota is read, its items' completions (one request) go on a thread
+    and the reading ends at once (the rank's main process: whatever ends
+    the process waits for them, and a loader process's end would not).
     """
     if handoff and ahead:
         raise ValueError("records handed to another process are its to acknowledge: read them with ahead=0")
@@ -267,6 +271,8 @@ def read_epoch(
             else:
                 yield from lease_records.read(stream, lease, source)
             if stream.budget is not None and stream.budget.left <= 0:
+                if complete_later:
+                    stream.flush_consumed(later=True)
                 return
 
 

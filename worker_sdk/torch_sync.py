@@ -88,8 +88,16 @@ class _EpochDataset(IterableDataset):
             quota = sync.loader_quota(self.plan, loaders, index)
             lost = self.queue.leases_lost()
             opened = self.opened if info is None else None
+            # In the rank's own process the last completions need not hold
+            # up the epoch's end: the ranks' next agreement counts a refusal.
             yield from sync.read_epoch(
-                self.queue, self.plan.epoch, self.reader, quota, ahead=AHEAD_LEASES, opened=opened
+                self.queue,
+                self.plan.epoch,
+                self.reader,
+                quota,
+                ahead=AHEAD_LEASES,
+                opened=opened,
+                complete_later=info is None,
             )
             if self.lost is not None and self.queue.leases_lost() != lost:
                 self.lost.value = 1
@@ -212,9 +220,11 @@ class SyncLoader:
         finally:
             meter.stop()
             self.epoch = plan.epoch + 1  # the plan stays, for what it said (dropped)
-        # Every rank has settled its items once all are here: a snapshot
-        # (QueueState) taken now holds the whole epoch and nothing beyond it.
-        # Meeting, the ranks also learn whether all kept their leases: only
+        # Every rank has read its share once all are here: a snapshot
+        # (QueueState, which waits for every rank's last completions, sent
+        # on a thread) taken now holds the whole epoch and nothing beyond it.
+        # Meeting, the ranks also learn whether all kept their leases so far
+        # (a completion refused later counts at their next agreement): only
         # then is the next epoch's count worked out (sync.next_plan).
         self._lost_agreed = self.queue.leases_lost()
         kept = kept and self._lost_agreed == self._lost_from
@@ -236,10 +246,12 @@ class SyncLoader:
                 self.plan, self._lost_from = self.next_plan, self._lost_agreed
                 return self.plan
         # Asked: what was opened ahead of its epoch (by this loader or one
-        # dropped) goes back first, on every rank before rank 0 counts: the
+        # dropped) goes back first, and the last epoch's completions (sent
+        # on a thread) are answered, on every rank before rank 0 counts: the
         # count would hold records no rank reads.
         self.next_plan = self.opened = None
         self.queue.close_opened()
+        self.queue.settle()
         if world > 1:
             collectives.all_agree(self.group, True)
         found = [None]
@@ -367,6 +379,10 @@ class QueueState:
         rank, world = collectives.rank_and_world(group)
         if world > 1:
             collectives.hold(group)
+            # Every rank's completions are in before rank 0 takes it: an
+            # epoch's last ones go on a thread (sync.read_epoch).
+            self.queue.settle()
+            collectives.all_agree(group, True)
         found = [None]
         if rank == 0:
             found[0] = {

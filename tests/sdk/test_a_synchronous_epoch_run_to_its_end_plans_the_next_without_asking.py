@@ -60,6 +60,7 @@ def test_every_epoch_after_the_first_is_planned_as_the_server_would_count_it(que
     for epoch in range(3):
         if epoch:
             assert len(loader) == loader.plan.steps  # the plan worked out as the last epoch ended
+            queue.settle()  # the last epoch's completions, sent on a thread, answered
             assert loader.plan.epoch == epoch and loader.plan.unread == asked.server(epoch)
         steps.append(run_epoch(loader, epoch, read))
     assert asked.epochs == [0]
@@ -67,6 +68,7 @@ def test_every_epoch_after_the_first_is_planned_as_the_server_would_count_it(que
     # Every record of 3 epochs once per epoch, but the 5 the last one left.
     assert sum(read.values()) == 175 and max(read.values()) <= 3
     # Past the job's last epoch, only what the last one left.
+    queue.settle()
     assert loader.next_plan.epoch == 3 and loader.next_plan.unread == asked.server(3) == 5
     assert loader.next_plan.steps == 0
 
@@ -118,11 +120,15 @@ def test_a_lease_lost_in_an_epoch_makes_the_next_one_ask(queue, asked, test_data
     loader = SyncLoader(queue, batch_size=BATCH, reader=reader)
     read = collections.Counter()
     run_epoch(loader, 0, read)
+    # The epoch's completions go on a thread as its reading ends: the refusal
+    # is heard once they are answered, and counts at the ranks' next
+    # agreement, here the next epoch's start.
+    queue.settle()
     assert taken and taken[0] and queue.leases_lost() >= 1
-    assert loader.next_plan is None
     # Its records are another worker's, leased: no plan is worked out from a count holding them.
     loader.set_epoch(1)
     assert len(loader) == loader.plan.steps and loader.plan.leased > 0 and asked.epochs == [0, 1]
+    assert loader.next_plan is None
 
 
 def test_a_run_restarted_into_a_later_epoch_asks_for_that_epoch(queue, asked):
@@ -141,6 +147,7 @@ def test_a_run_restarted_into_a_later_epoch_asks_for_that_epoch(queue, asked):
     unread = asked.server(1)
     assert 42 <= unread < 60  # what the first run trained of it is done
     assert run_epoch(restarted, 1, read) == unread // 6 and asked.epochs == [0, 0, 1]
+    queue.settle()
     assert asked.server(1) == unread % 6
 
 
