@@ -23,6 +23,17 @@ def sdk_env(live_server_url, live_keys, monkeypatch):
 
 
 @pytest.fixture
+def sliced_60(tmp_path):
+    """60 records in 6 works: three CSV files of 20 lines ``f,j``, each named as two slices of 10."""
+    works = []
+    for f in range(3):
+        path = tmp_path / f"part-{f}.csv"
+        path.write_text("".join(f"{f},{j}\n" for j in range(20)))
+        works += [f"{path}?start=0&end=10", f"{path}?start=10&end=20"]
+    return works
+
+
+@pytest.fixture
 def csv_files(tmp_path):
     """Four small CSV files: file i has lines `i,j,label` for j in 0..9."""
     paths = []

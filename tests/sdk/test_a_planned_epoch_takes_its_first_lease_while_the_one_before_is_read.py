@@ -26,13 +26,8 @@ BATCH = 7  # 60 records an epoch: 8 steps (4 left over), then 9 (1 left), then 8
 
 
 @pytest.fixture
-def queue(sdk_env, tmp_path):
-    works = []
-    for f in range(3):
-        path = tmp_path / f"part-{f}.csv"
-        path.write_text("".join(f"{f},{j}\n" for j in range(20)))
-        works += [f"{path}?start=0&end=10", f"{path}?start=10&end=20"]
-    queue = WorkQueue(works, num_epochs=3, name="opened-epoch", worker="rank0")
+def queue(sdk_env, sliced_60):
+    queue = WorkQueue(sliced_60, num_epochs=3, name="opened-epoch", worker="rank0")
     yield queue
     queue.close()
 
@@ -155,13 +150,8 @@ def test_a_loader_made_anew_each_epoch_leaves_no_opened_item_held(queue, takes, 
     assert [row for row in held(test_database_url, queue) if row[0] < 2] == []
 
 
-def test_an_opened_item_lost_between_epochs_makes_the_next_epoch_ask(sdk_env, tmp_path, takes, test_database_url):
-    works = []
-    for f in range(3):
-        path = tmp_path / f"part-{f}.csv"
-        path.write_text("".join(f"{f},{j}\n" for j in range(20)))
-        works += [f"{path}?start=0&end=10", f"{path}?start=10&end=20"]
-    queue = WorkQueue(works, num_epochs=3, name="opened-lost", worker="rank0", lease_timeout=3)
+def test_an_opened_item_lost_between_epochs_makes_the_next_epoch_ask(sdk_env, sliced_60, takes, test_database_url):
+    queue = WorkQueue(sliced_60, num_epochs=3, name="opened-lost", worker="rank0", lease_timeout=3)
     loader = SyncLoader(queue, batch_size=BATCH)
     for step, _batch in enumerate(loader):
         step_until_opened(step, takes, 1)

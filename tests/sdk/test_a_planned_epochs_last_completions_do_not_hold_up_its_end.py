@@ -22,13 +22,8 @@ BATCH = 7  # 60 records an epoch: 8 steps, 4 left over for the next
 
 
 @pytest.fixture
-def queue(sdk_env, tmp_path):
-    works = []
-    for f in range(3):
-        path = tmp_path / f"part-{f}.csv"
-        path.write_text("".join(f"{f},{j}\n" for j in range(20)))
-        works += [f"{path}?start=0&end=10", f"{path}?start=10&end=20"]
-    queue = WorkQueue(works, num_epochs=2, name="completions-later", worker="rank0")
+def queue(sdk_env, sliced_60):
+    queue = WorkQueue(sliced_60, num_epochs=2, name="completions-later", worker="rank0")
     yield queue
     queue.close()
 

@@ -21,13 +21,8 @@ BATCH = 7  # 60 records an epoch: 8 steps (4 left), then 9 (1 left), then 8 (5 l
 
 
 @pytest.fixture
-def queue(sdk_env, tmp_path):
-    works = []
-    for f in range(3):
-        path = tmp_path / f"part-{f}.csv"
-        path.write_text("".join(f"{f},{j}\n" for j in range(20)))
-        works += [f"{path}?start=0&end=10", f"{path}?start=10&end=20"]
-    queue = WorkQueue(works, num_epochs=3, name="plan-ahead", worker="rank0")
+def queue(sdk_env, sliced_60):
+    queue = WorkQueue(sliced_60, num_epochs=3, name="plan-ahead", worker="rank0")
     yield queue
     queue.close()
 
