@@ -56,7 +56,8 @@ def test_the_epoch_ends_while_its_completions_are_on_their_way(queue, held_back,
     loader = SyncLoader(queue, batch_size=BATCH)
     assert sum(1 for _batch in loader) == 8  # the loop is over, the completions held back
     assert held_back["sending"].is_set() and threading.current_thread() not in held_back["threads"]
-    assert done_in(test_database_url, queue, 0) == 0
+    # Some may have ridden a take (the next epoch's first); the rest wait.
+    assert done_in(test_database_url, queue, 0) < 6
     held_back["release"].set()
     queue.settle()
     assert done_in(test_database_url, queue, 0) == 6  # five slices and the one the quota cut
