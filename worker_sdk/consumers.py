@@ -150,8 +150,7 @@ class Consumers:
         for stream in list(self._streams):
             if stream.ended:
                 stream.finish()
-        # Completions sent on a thread (Leaser.complete(later=True)) are waited for.
-        if not leaser.settle():
-            log.warning("work queue: completions still on their way after %s s as the queue closed", SETTLE_SECONDS)
+        leaser.join_later()  # completions sent on a thread (a synchronous epoch's last) are answered first
+        leaser.flush()
         leaser.stop()
         self._leaser = None

@@ -77,6 +77,9 @@ class Leaser:
         self.name = name
         self.held = Holdings()
         self._heartbeat = Heartbeat(self, lease_timeout)
+        # Completions sent on threads of their own (complete(later=True)), until they end.
+        self._later: list[threading.Thread] = []
+        self._later_lock = threading.Lock()
 
     def track(self, lease: Lease, tracker: RangeTracker | None = None) -> RangeTracker:
         """A tracker for reading ``lease``'s record range: its position is reported, splits asked of it answered (``Holdings.track``)."""
@@ -206,7 +209,22 @@ class Leaser:
         if not later:
             self.flush()
             return
-        threading.Thread(target=self._flush_sent_later, name=f"shardline-complete-{self.name}", daemon=True).start()
+        thread = threading.Thread(target=self._flush_sent_later, name=f"shardline-complete-{self.name}", daemon=True)
+        with self._later_lock:
+            self._later = [sent for sent in self._later if sent.is_alive()] + [thread]
+        thread.start()
+
+    def join_later(self) -> None:
+        """Waits for the completions sent on threads (``complete(later=True)``) to be answered or to give up.
+
+        No deadline of its own: each ends within the transport's retries
+        (SHARDLINE_RETRY_SECONDS). One that gave up leaves its leases
+        finished, for the caller's next request to send.
+        """
+        with self._later_lock:
+            threads, self._later = self._later, []
+        for thread in threads:
+            thread.join()
 
     def _flush_sent_later(self) -> None:
         try:
@@ -265,6 +283,7 @@ class Leaser:
         A snapshot taken next counts every item a consumer here finished
         (a take ahead on another thread may be carrying one).
         """
+        self.join_later()  # what this process sent on threads, however long the transport retries
         deadline = time.monotonic() + timeout
         while True:
             self.flush()

@@ -246,9 +246,9 @@ def read_epoch(
     anything, and each take is a request less for the server.
     ``opened``: the epoch's reading, opened before it began (its epoch,
     quota and look-ahead are those of this call). ``complete_later``: once
-    the quota is read, its items' completions (one request) go on a thread
-    and the reading ends at once (the rank's main process: whatever ends
-    the process waits for them, and a loader process's end would not).
+    the quota is read, its items' completions go on a thread and the
+    reading ends at once (the rank's main process: a normal exit closes the
+    queue, which waits for them; a loader process's end would not).
     """
     if handoff and ahead:
         raise ValueError("records handed to another process are its to acknowledge: read them with ahead=0")

@@ -123,7 +123,6 @@ def test_a_lease_lost_in_an_epoch_makes_the_next_one_ask(queue, asked, test_data
     # Its records are another worker's, leased: no plan is worked out from a count holding them.
     loader.set_epoch(1)
     assert len(loader) == loader.plan.steps and loader.plan.leased > 0 and asked.epochs == [0, 1]
-    assert loader.next_plan is None
 
 
 def test_a_run_restarted_into_a_later_epoch_asks_for_that_epoch(queue, asked):
