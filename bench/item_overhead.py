@@ -1,6 +1,6 @@
 """The SDK's time on the training thread per item: a loop over many tiny items, as users write it.
 
-Usage:  .venv/bin/python bench/item_overhead.py [--items 10000] [--compute-ms 0] [--shapes items,torch0,loader2,take]
+Usage:  .venv/bin/python bench/item_overhead.py [--items 10000] [--compute-ms 0] [--shapes items,torch0,loader2,take,dataset1,dataset4]
                                                [--look-ahead 0,1]
 
 One job of --items item strings (no files: the loop reads nothing), one
@@ -14,11 +14,15 @@ the moment the next item arrives, which is what the SDK costs the loop
   torch0   for item in DataLoader(WorkQueueDataset(queue), batch_size=None): ...
   loader2  the same through WorkQueueLoader with num_workers=2 (loader processes take)
   take     while True: item = queue.take()  (eager TensorFlow, until OutOfRangeError)
+  dataset1 for record in queue.dataset(reader=..., cycle_length=1).as_numpy_iterator(): ...
+           (each item read as one record, so that the wait between items is the SDK's)
+  dataset4 the same, cycle_length=4
 
 Each shape runs once per --look-ahead depth (WorkQueue's look_ahead: items
 taken ahead on a thread while the loop works; 0 takes when asked), side by
 side in one run. Beside them, the same loop over a Python list of the items:
-the floor of the loop itself. Prints each shape's median, p90 and p99 microseconds per item and
+the floor of the loop itself (and, with a dataset shape, the same list
+through tf.data's from_generator: the floor of a TF loop). Prints each shape's median, p90 and p99 microseconds per item and
 its items per second. Uses DATABASE_URL when set, else the embedded Postgres.
 """
 
@@ -33,7 +37,12 @@ import uuid
 import _env  # noqa: F401  (first: it sets up the project)
 from _env import percentile, serve
 
-SHAPES = ("items", "torch0", "loader2", "take")
+SHAPES = ("items", "torch0", "loader2", "take", "dataset1", "dataset4")
+
+
+def one_record(item: str, offset) -> list[bytes]:
+    """A dataset's reader: each item is one record (its string)."""
+    return [item.encode()]
 
 
 def takes(queue):
@@ -52,6 +61,9 @@ def loop(shape: str, queue):
         return queue.items()
     if shape == "take":
         return takes(queue)
+    if shape.startswith("dataset"):
+        # The TF runtime is set up as the iterator is made, before the clock starts.
+        return queue.dataset(reader=one_record, cycle_length=int(shape[len("dataset") :])).as_numpy_iterator()
     from torch.utils.data import DataLoader
 
     from worker_sdk.torch import WorkQueueDataset, WorkQueueLoader
@@ -59,6 +71,19 @@ def loop(shape: str, queue):
     if shape == "torch0":
         return iter(DataLoader(WorkQueueDataset(queue), batch_size=None))
     return iter(WorkQueueLoader(WorkQueueDataset(queue), batch_size=None, num_workers=2))
+
+
+def tf_list(works: list[str]):
+    """The items through ``tf.data.Dataset.from_generator``, with the options ``dataset()`` sets."""
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    options.autotune.enabled = False
+    dataset = tf.data.Dataset.from_generator(
+        lambda: (work.encode() for work in works), output_signature=tf.TensorSpec(shape=[], dtype=tf.string)
+    )
+    return dataset.with_options(options).as_numpy_iterator()
 
 
 def timed(items, compute: float) -> tuple[list[float], float, int]:
@@ -103,6 +128,9 @@ def main() -> None:
     print(f"{args.items} items, {args.compute_ms} ms of compute each; the loop's wait for each item:", flush=True)
     try:
         report("list", *timed(iter(list(works)), compute))
+        if any(shape.startswith("dataset") for shape in shapes):
+            # The floor of a TF loop: tf.data's own hand-over of each element from a Python generator.
+            report("tf list", *timed(tf_list(works), compute))
         for shape in shapes:
             for depth in depths:
                 queue = WorkQueue(

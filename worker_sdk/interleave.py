@@ -3,11 +3,15 @@
 Each of ``cycle_length`` slots is a thread with its own stream: it leases an
 item, reads its records into a shared buffer (``block_length`` at a time),
 then leases the next. A process reads as few items at once as keep its
-consumer fed (``_Slots``): one slot takes at a time; while a sibling reads,
+consumer fed (worker_sdk.slots): one slot takes at a time; while a sibling reads,
 a slot takes only once the consumer has waited ``STARVED_SECONDS`` seconds on an
 empty buffer, and then without waiting on the server; the slot that finds
 every sibling done takes as a consumer does (it waits at the end of the
-queue, learns the end, and then every slot ends).
+queue, learns the end, and then every slot ends). With a look-ahead
+(``WorkQueue(look_ahead=N)``) the first slot's next items are leased on a
+thread while it reads one (worker_sdk.look_ahead), and only that slot takes
+when no sibling reads: otherwise its consumer waited for a take at every
+item's end (10-15 ms a take on a 2-core machine, bench/RESULTS.md).
 
 Claims follow consumption: a record of a record range is claimed (its
 position reported, a split cut no lower) when the consumer receives it, not
@@ -15,9 +19,11 @@ when a slot reads it. A slot reads ahead at most what the buffer holds; a
 split may cut below what it read, and the records read past the cut are
 dropped when they reach the consumer, never delivered (the remainder's new
 holder reads them). A slot acknowledges its item once the consumer has
-received it whole, and only then may take another: a slot whose reader ran
-ahead is not an idle worker (it would ask for splits and lease items its
-consumer reaches only later). A consumer that closes the dataset mid-item
+received it whole, and only then may take another as a consumer does: a
+slot whose reader ran ahead is not an idle worker (it would ask for splits
+and lease items its consumer reaches only later). What the first slot
+leases ahead is leased as such: the server hands it no split's piece, and
+gives it to a worker with nothing to read until the slot starts it. A consumer that closes the dataset mid-item
 keeps what it received: the rest of each range goes back as a new item
 (``Stream.stop_at``).
 
@@ -42,19 +48,16 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 from . import lease_records, stall
 from .ahead import put_unless_stopped
+from .look_ahead import LookAhead
 from .protocol import Lease
-from .stream import QueueExhausted, Stream, exhausted_message
+from .slots import Slots, Stopped
+from .stream import QueueExhausted, Stream
 from .tracker import RangeTracker
-from .turns import STARVED_SECONDS
 
 _PUT_POLL = 0.1  # seconds between checks for a closed consumer while the buffer is full
 _CLOSE_SECONDS = 30.0
 _JOIN_POLL = 0.01  # seconds between a closing consumer's looks at slots still running
 _STOPPED = "the consumer stopped before receiving this item's last record"
-
-
-class _Stop(Exception):
-    """The consumer closed the dataset: a slot stops where it is."""
 
 
 class _Reading:
@@ -98,121 +101,6 @@ class _Reading:
             self.stream.untrack(self.lease, self.tracker)
 
 
-class _Slots:
-    """When a slot takes: one at a time, and while a sibling reads only for a starved consumer.
-
-    A slot whose siblings read is not an idle worker: its consumer trains on
-    what they hold at the process's pace. When every slot took as an idle
-    consumer does, each process leased several slices at the start and its
-    idle slots asked for splits all along, so the processes of a job cut one
-    another's ranges to its end (54-90 splits in a 6-s job of eight
-    processes, bench/RESULTS.md). Now:
-
-    - the slot that finds no sibling reading takes as a consumer does
-      (``Stream.next``: it may wait on the server, asks for splits, learns
-      the end, and then every slot ends);
-    - while a sibling reads, a slot takes once the consumer has waited
-      ``STARVED_SECONDS`` seconds on an empty buffer since the last take (a slow
-      reader, a blocked item), with ``Stream.try_next``, which answers at
-      once: such a slot is never in a wait that a closing consumer cannot
-      see the end of, and brings nothing after the close that the close did
-      not wait for (a waiting take could lease the rest of a range the close
-      gives back, and the process exit holding it);
-    - one take at a time, so the slots do not lease several items at once.
-    """
-
-    def __init__(self, stop: threading.Event):
-        self._stop = stop
-        self._reading = 0  # slots holding an item the consumer has not received whole
-        self._taking = False
-        self._ended = False  # a slot learned the queue's end: every slot ends without asking again
-        self._starved = 0.0  # seconds the consumer waited on an empty buffer since the last take
-        self._starving_since: float | None = None
-        # The stream in a take that may wait on the server (the close does not wait for it).
-        self.waiting: Stream | None = None
-        self._changed = threading.Condition()
-
-    def next(self, stream: Stream) -> Lease:
-        """The slot's next lease; QueueExhausted once the queue has ended, _Stop once the consumer closed.
-
-        What the slot's consumer received whole rides the take when the slot
-        takes at once. A slot that must wait for its turn sends it first, so
-        that it never waits holding an item its consumer finished. Before,
-        every slot sent it on its own before taking: a second round trip at
-        each item's end, while a consumer fed by that slot alone waited.
-        """
-        told = False
-        while True:
-            with self._changed:
-                alone = self._turn(stream, wait=told)
-                if alone is not None:
-                    self._taking = True
-                    if alone:
-                        self.waiting = stream
-            if alone is None:
-                stream.flush_consumed()
-                told = True
-                continue
-            lease = None
-            try:
-                lease = stream.next() if alone else stream.try_next()
-            except QueueExhausted:
-                with self._changed:
-                    self._ended = alone or self._ended
-                raise
-            finally:
-                with self._changed:
-                    self._taking, self.waiting = False, None
-                    self._starved = 0.0
-                    if self._starving_since is not None:
-                        self._starving_since = time.monotonic()
-                    if lease is not None:
-                        self._reading += 1
-                    self._changed.notify_all()
-            if lease is not None:
-                return lease
-
-    def _turn(self, stream: Stream, wait: bool = True) -> bool | None:
-        """Waits (holding the lock) for this slot's turn to take; True: no sibling reads (None: not its turn, and ``wait`` is False)."""
-        while True:
-            if self._ended:
-                raise QueueExhausted(exhausted_message(stream.name))
-            if self._stop.is_set():
-                raise _Stop
-            timeout = _PUT_POLL
-            if not self._taking:
-                if self._reading == 0:
-                    return True
-                left = STARVED_SECONDS - self._starved
-                if self._starving_since is not None:
-                    left -= time.monotonic() - self._starving_since
-                    if left <= 0:
-                        return False
-                    timeout = min(timeout, left)
-            if not wait:
-                return None
-            self._changed.wait(timeout)
-
-    def done(self) -> None:
-        """A slot's item was received whole, or its reading ended otherwise."""
-        with self._changed:
-            self._reading -= 1
-            self._changed.notify_all()
-
-    def starving(self) -> None:
-        """The consumer found the buffer empty and waits."""
-        with self._changed:
-            self._starving_since = time.monotonic()
-            self._changed.notify_all()
-
-    def fed(self) -> None:
-        """The consumer's wait ended."""
-        with self._changed:
-            if self._starving_since is not None:
-                self._starved += time.monotonic() - self._starving_since
-                self._starving_since = None
-
-
 class _Block(NamedTuple):
     reading: _Reading
     first: int | None  # the position of its first record (None: not a record range)
@@ -241,11 +129,14 @@ def interleave(
     read: Callable[[Lease], Iterable],
     cycle_length: int,
     block_length: int,
+    depth: int = 0,
 ) -> Iterator:
     """Yields the records of leased items (``read(lease)``), ``cycle_length`` items read at a time.
 
     ``new_stream()`` must make streams with ``lag=None``: the consumer here
-    says when it received an item whole.
+    says when it received an item whole. ``depth``: items the first slot
+    leases ahead while it reads one (worker_sdk.look_ahead); it is then the
+    slot that takes when no sibling reads.
     """
     if cycle_length < 1 or block_length < 1:
         raise ValueError(f"cycle_length and block_length must be >= 1, not {cycle_length} and {block_length}")
@@ -259,7 +150,11 @@ def interleave(
     # whose take returned after the close.
     readings: dict[int, _Reading] = {}
     readings_lock = threading.Lock()
-    slots = _Slots(stop)
+    # The first slot's next item is leased while it reads one, so that the
+    # consumer does not wait for a take between two items; one taken ahead
+    # and not started goes back to a worker with nothing to read.
+    primary = LookAhead(streams[0], depth, name="shardline-slot-ahead") if depth else None
+    slots = Slots(stop, primary)
 
     def out(reading: _Reading) -> bool:
         with readings_lock:
@@ -267,7 +162,7 @@ def interleave(
 
     def put(message) -> None:
         if not put_unless_stopped(buffer, message, stop):
-            raise _Stop
+            raise Stopped
 
     def read_item(reading: _Reading) -> bool:
         """Puts the item's records in the buffer, then its end; False after its reader's error (the consumer raises it)."""
@@ -285,7 +180,7 @@ def interleave(
                 if len(block) == block_length:
                     put(_Block(reading, first, block))
                     first, block = position, []
-        except _Stop:
+        except Stopped:
             raise
         except Exception as exc:  # the records read before it are the consumer's; then the item fails
             if block:
@@ -317,15 +212,15 @@ def interleave(
                         return  # the consumer raises the reader's error: this slot takes nothing more
                     while not reading.finished.wait(_PUT_POLL):  # the consumer's turn: see the module's text
                         if stop.is_set():
-                            raise _Stop
-                    # Acknowledged by the slot's next take (or before its wait for a turn: _Slots.next).
-                except _Stop:
+                            raise Stopped
+                    # Acknowledged by the slot's next take (or before its wait for a turn: Slots.next).
+                except Stopped:
                     if out(reading):  # leased as the consumer closed: given back here
                         reading.stop()
                     raise
                 finally:
                     slots.done()
-        except _Stop:
+        except Stopped:
             pass
         except BaseException as exc:  # the take's error (a cancelled job) reaches the consumer
             buffer.put(exc)
@@ -394,6 +289,8 @@ def interleave(
             # slot has put its last message and only has to return, and a
             # wait on the empty buffer added _PUT_POLL to every loop's end.
             busy[0].join(_JOIN_POLL)
+        if primary is not None:
+            primary.close()  # what it took ahead and the slot did not start goes back
         # What the consumer did not receive whole goes back; what it did is acknowledged.
         with readings_lock:
             left = list(readings.values())

@@ -189,29 +189,20 @@ class LookAhead(Iterator[Lease]):
         with self._cond:
             # From now on a take that finds nothing leaves the next to the
             # consumer, which then waits on the server or finds the end.
-            self._begun, self._retries = True, 0
-            if self._current is not None:
-                self._done.append(self._current)
-                self._current = None
+            self._finish_current()
             # The thread's take goes first: it answers at once, and a loop
             # with little to do per item would otherwise always take for
             # itself before the thread, woken, got to its turn.
             while not self._ahead and (self._taking or not self._idle) and not self._closed:
                 self._cond.wait()
-            while self._ahead:
-                lease, generation = self._ahead.popleft()
-                self._cond.notify_all()
-                if generation == self._stream.generation:
-                    self._current = lease
-                    self._started.append((lease, generation))
-                    return lease
-                self._stale.append(lease)
+            lease = self._start_ahead()
+            if lease is not None:
+                return lease
             self._consumer_takes = True
             stale, self._stale = self._stale, []
         # Nothing came ahead: this consumer takes for itself, as it would
         # without a look-ahead (waiting on the server, finding the end).
-        for lease in stale:
-            self._stream.give_back(lease, RESTORED_REASON)  # fenced: the server refuses it, and nothing is read
+        self._give_back_stale(stale)
         try:
             self._tell()
             lease = self._stream.next()
@@ -224,6 +215,45 @@ class LookAhead(Iterator[Lease]):
                 self._cond.notify_all()
         self._current = lease
         return lease
+
+    def poll(self) -> Lease | None:
+        """The lease taken ahead, if one is here or on its way; None, with no take of its own, if none is.
+
+        For a consumer that must not wait on the server now (a slot of
+        ``WorkQueue.dataset`` whose sibling reads: worker_sdk.interleave).
+        What it finished is handed over as with ``next()``.
+        """
+        with self._cond:
+            self._finish_current()
+            while not self._ahead and self._taking and not self._closed:
+                self._cond.wait()  # a take ahead answers at once
+            lease = self._start_ahead()
+            stale, self._stale = self._stale, []
+        self._give_back_stale(stale)
+        return lease
+
+    def _finish_current(self) -> None:
+        """Under _cond: the consumer asks for its next lease, so it is done with the one in hand."""
+        self._begun, self._retries = True, 0
+        if self._current is not None:
+            self._done.append(self._current)
+            self._current = None
+
+    def _start_ahead(self) -> Lease | None:
+        """Under _cond: the oldest lease taken ahead that no restore fenced, now the consumer's (None: none)."""
+        while self._ahead:
+            lease, generation = self._ahead.popleft()
+            self._cond.notify_all()
+            if generation == self._stream.generation:
+                self._current = lease
+                self._started.append((lease, generation))
+                return lease
+            self._stale.append(lease)
+        return None
+
+    def _give_back_stale(self, stale: list[Lease]) -> None:
+        for lease in stale:
+            self._stream.give_back(lease, RESTORED_REASON)  # fenced: the server refuses it, and nothing is read
 
     def close(self) -> None:
         """Stops taking ahead and gives back what was taken and not started (the lease in hand stays open)."""

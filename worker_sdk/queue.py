@@ -57,10 +57,11 @@ class WorkQueue:
                     idle workers at the end of the queue (default: the
                     server's, on; see ``ranges()`` for which readers can)
     worker          this worker's name in the audit (default host:pid:task)
-    look_ahead      items leased ahead of a loop over whole items (``items()``,
-                    ``take()``, ``input_dataset()``, a DataLoader without
-                    loader processes) while it works on one, so that it
-                    never waits on a take (default 1; 0: take when asked).
+    look_ahead      items leased ahead of a loop (``items()``, ``ranges()``,
+                    ``take()``, ``input_dataset()``, ``dataset()``'s first
+                    slot, a DataLoader without loader processes) while it
+                    works on one, so that it never waits on a take
+                    (default 1; 0: take when asked).
                     An item taken ahead and not started goes to a worker
                     that has nothing to read.
     client          a worker_sdk.client.Client to talk through (default: one

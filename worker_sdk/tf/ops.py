@@ -279,7 +279,9 @@ def interleaved_dataset(queue: WorkQueue, reader, cycle_length: int, block_lengt
 
     signature = output_signature or tf.TensorSpec(shape=[], dtype=tf.string)
     dataset = tf.data.Dataset.from_generator(
-        lambda: interleave(lambda: queue.stream(lag=None, tracks=True), read, cycle_length, block_length),
+        lambda: interleave(
+            lambda: queue.stream(lag=None, tracks=True), read, cycle_length, block_length, queue.look_ahead
+        ),
         output_signature=signature,
     )
     # A record counts as read when the generator hands it to TensorFlow
