@@ -270,6 +270,10 @@ def interleave(
         stop.set()
         for stream in streams:
             stream.stop()
+        if primary is not None:
+            # First: a slot waiting on a take ahead in flight wakes, and what
+            # the look-ahead took and the slot did not start goes back unread.
+            primary.close()
         # Slots blocked on a full buffer or waiting for their turn see the
         # stop within _PUT_POLL; one in the middle of a request finishes it
         # first. The slot in a take that may wait on the server for work is
@@ -289,8 +293,6 @@ def interleave(
             # slot has put its last message and only has to return, and a
             # wait on the empty buffer added _PUT_POLL to every loop's end.
             busy[0].join(_JOIN_POLL)
-        if primary is not None:
-            primary.close()  # what it took ahead and the slot did not start goes back
         # What the consumer did not receive whole goes back; what it did is acknowledged.
         with readings_lock:
             left = list(readings.values())

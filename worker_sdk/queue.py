@@ -60,8 +60,8 @@ class WorkQueue:
     look_ahead      items leased ahead of a loop (``items()``, ``ranges()``,
                     ``take()``, ``input_dataset()``, ``dataset()``'s first
                     slot, a DataLoader without loader processes) while it
-                    works on one, so that it never waits on a take
-                    (default 1; 0: take when asked).
+                    works on one, so that it does not wait on a take
+                    between two items (default 1; 0: take when asked).
                     An item taken ahead and not started goes to a worker
                     that has nothing to read.
     client          a worker_sdk.client.Client to talk through (default: one

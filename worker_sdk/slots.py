@@ -35,7 +35,8 @@ class Slots:
     - the slot that finds no sibling reading takes as a consumer does
       (``Stream.next``: it may wait on the server, asks for splits, learns
       the end, and then every slot ends); with a look-ahead, only the slot
-      it belongs to (``primary``), which finds its next item taken already;
+      it belongs to (``primary``), which then finds its next item leased
+      already (but for its first, and after a take ahead found nothing);
     - while a sibling reads, a slot takes once the consumer has waited
       ``STARVED_SECONDS`` seconds on an empty buffer since the last take (a slow
       reader, a blocked item), with ``Stream.try_next``, which answers at

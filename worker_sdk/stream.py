@@ -129,6 +129,8 @@ class Stream:
         """The next lease; QueueExhausted at the end (JobCancelledError, JobFailedError when the job says so)."""
         if self.ended:
             raise QueueExhausted(exhausted_message(self.name))
+        if self._stopped.is_set():
+            raise QueueExhausted(f"work queue {self.name}: the consumer stopped")
         leaser = self._leaser()
         finished = []
         while self.lag is not None and len(self.open) >= self.lag:
@@ -190,7 +192,7 @@ class Stream:
         what it leases at once: the server may answer with a split it asks
         of another worker, and never defers it as a take ahead.
         """
-        if self.ended:
+        if self.ended or self._stopped.is_set():
             return None
         with self._lock:
             finished, self._consumed = self._consumed, []
@@ -209,7 +211,7 @@ class Stream:
         done with what it holds (worker_sdk.look_ahead). What it leases stays
         the server's to ask back until the consumer starts it.
         """
-        if self.ended:
+        if self.ended or self._stopped.is_set():
             return []
         scope = self.scope()
         if scope.max_records is not None and scope.max_records <= 0:
@@ -391,7 +393,10 @@ class Stream:
         self.meter.stop(worked=True)
 
     def stop(self) -> None:
-        """Ends a wait for the next item from another thread (the consumer is closing)."""
+        """Ends a wait for the next item from another thread (the consumer is closing): no take leases anything after it.
+
+        A take already on its way may still bring a lease; its taker gives it back.
+        """
         self._stopped.set()
 
     def reset(self) -> None:
