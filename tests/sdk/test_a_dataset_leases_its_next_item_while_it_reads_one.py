@@ -16,17 +16,9 @@ from tests.support import wait_until
 from worker_sdk import WorkQueue
 from worker_sdk.look_ahead import STOPPED_REASON
 
+from .sliced_file import every_record, sliced_works
+
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(120)]
-
-
-def sliced_works(tmp_path, slices=4, lines=4):
-    path = tmp_path / "records.csv"
-    path.write_text("".join(f"{s},{j}\n" for s in range(slices) for j in range(lines)))
-    return [f"{path}?start={s * lines}&end={(s + 1) * lines}" for s in range(slices)]
-
-
-def every_record(slices=4, lines=4):
-    return [f"{s},{j}".encode() for s in range(slices) for j in range(lines)]
 
 
 def counts(queue):
@@ -38,13 +30,13 @@ def counts(queue):
 def test_the_next_item_is_leased_while_the_consumer_reads_and_given_back_unread_when_it_stops(
     sdk_env, tmp_path, cycle_length
 ):
-    queue = WorkQueue(sliced_works(tmp_path), shuffle=False)
+    queue = WorkQueue(sliced_works(tmp_path, 4, 4), shuffle=False)
     records = queue.dataset(cycle_length=cycle_length).as_numpy_iterator()
     # The first item whole and the second's first record: near a job's end
     # (here, all of it) a worker takes ahead once its pace is known, so from
     # its second item on.
     read = [next(records) for _ in range(5)]
-    assert read == every_record()[:5]
+    assert read == every_record(4, 4)[:5]
     wait_until(lambda: counts(queue) == (1, 2, 1), 10, 0.02, "the third item leased ahead of the second's end")
     third = Item.objects.get(job_id=queue.job["id"], position=2)
     assert (third.state, third.ahead) == ("leased", True)
@@ -58,21 +50,21 @@ def test_the_next_item_is_leased_while_the_consumer_reads_and_given_back_unread_
     released = Event.objects.filter(job_id=queue.job["id"], kind="released").values_list("message", flat=True)
     assert STOPPED_REASON in list(released)
     rest = list(queue.dataset(cycle_length=1).as_numpy_iterator())
-    assert sorted(read + rest) == sorted(every_record())
+    assert sorted(read + rest) == sorted(every_record(4, 4))
 
 
 def test_a_loop_reads_every_record_once_with_items_leased_ahead(sdk_env, tmp_path):
-    queue = WorkQueue(sliced_works(tmp_path, slices=8), shuffle=False)
-    assert list(queue.dataset(cycle_length=1).as_numpy_iterator()) == every_record(slices=8)
+    queue = WorkQueue(sliced_works(tmp_path, 8, 4), shuffle=False)
+    assert list(queue.dataset(cycle_length=1).as_numpy_iterator()) == every_record(8, 4)
     assert counts(queue) == (8, 0, 0)
     ahead = Item.objects.filter(job_id=queue.job["id"], ahead=True)
     assert not ahead.exists()  # each was started: the mark is cleared as its consumer begins it
 
 
 def test_look_ahead_0_takes_each_item_once_the_last_was_received(sdk_env, tmp_path):
-    queue = WorkQueue(sliced_works(tmp_path), shuffle=False, look_ahead=0)
+    queue = WorkQueue(sliced_works(tmp_path, 4, 4), shuffle=False, look_ahead=0)
     records = queue.dataset(cycle_length=1).as_numpy_iterator()
-    assert [next(records) for _ in range(6)] == every_record()[:6]
+    assert [next(records) for _ in range(6)] == every_record(4, 4)[:6]
     assert counts(queue) == (1, 1, 2)
-    assert list(records) == every_record()[6:]
+    assert list(records) == every_record(4, 4)[6:]
     assert counts(queue) == (4, 0, 0)

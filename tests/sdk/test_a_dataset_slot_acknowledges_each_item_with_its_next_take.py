@@ -16,13 +16,9 @@ import pytest
 from worker_sdk import WorkQueue
 from worker_sdk.client import Client
 
+from .sliced_file import every_record, sliced_works
+
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(120)]
-
-
-def sliced_works(tmp_path, slices=6, lines=4):
-    path = tmp_path / "records.csv"
-    path.write_text("".join(f"{s},{j}\n" for s in range(slices) for j in range(lines)))
-    return [f"{path}?start={s * lines}&end={(s + 1) * lines}" for s in range(slices)]
 
 
 @pytest.fixture
@@ -52,9 +48,9 @@ def sent(monkeypatch):
 
 
 def test_one_slot_sends_no_completion_of_its_own_and_reads_every_record_once(sdk_env, tmp_path, sent):
-    queue = WorkQueue(sliced_works(tmp_path), shuffle=False)
+    queue = WorkQueue(sliced_works(tmp_path, 6, 4), shuffle=False)
     records = list(queue.dataset(cycle_length=1).as_numpy_iterator())
-    assert records == [f"{s},{j}".encode() for s in range(6) for j in range(4)]
+    assert records == every_record(6, 4)
     marks = queue.watermarks()
     assert (marks["done"], marks["leased"], marks["pending"]) == (6, 0, 0)
     assert [kind for kind, _count in sent].count("complete") == 0, sent
@@ -63,9 +59,9 @@ def test_one_slot_sends_no_completion_of_its_own_and_reads_every_record_once(sdk
 
 
 def test_slots_that_wait_for_their_turn_still_acknowledge_every_item(sdk_env, tmp_path, sent):
-    queue = WorkQueue(sliced_works(tmp_path), shuffle=False)
+    queue = WorkQueue(sliced_works(tmp_path, 6, 4), shuffle=False)
     records = sorted(queue.dataset(cycle_length=3).as_numpy_iterator())
-    assert records == sorted(f"{s},{j}".encode() for s in range(6) for j in range(4))
+    assert records == sorted(every_record(6, 4))
     marks = queue.watermarks()
     assert (marks["done"], marks["leased"], marks["pending"]) == (6, 0, 0)
     carried = sum(count for kind, count in sent if kind == "take")

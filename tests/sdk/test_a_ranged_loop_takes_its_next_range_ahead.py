@@ -30,18 +30,9 @@ from worker_sdk.leaser import GIVE_BACK_REASON
 from worker_sdk.look_ahead import STOPPED_REASON
 from worker_sdk.torch import WorkQueueDataset
 
+from .sliced_file import every_record, sliced_works
+
 pytestmark = pytest.mark.timeout(60)
-
-
-def sliced_works(tmp_path, slices=4, lines=5):
-    """One CSV file of ``slices * lines`` lines ``s,j``, named as ``slices`` explicit slices of ``lines`` records."""
-    path = tmp_path / "records.csv"
-    path.write_text("".join(f"{s},{j}\n" for s in range(slices) for j in range(lines)))
-    return [f"{path}?start={s * lines}&end={(s + 1) * lines}" for s in range(slices)]
-
-
-def every_record(slices=4, lines=5):
-    return [f"{s},{j}".encode() for s in range(slices) for j in range(lines)]
 
 
 @pytest.fixture
@@ -69,15 +60,15 @@ def counts(queue):
 
 
 def test_ranges_leases_the_next_range_while_the_loop_reads_and_gives_back_what_it_did_not_start(sdk_env, tmp_path):
-    queue = WorkQueue(sliced_works(tmp_path), shuffle=False)
+    queue = WorkQueue(sliced_works(tmp_path, 4, 5), shuffle=False)
     works = queue.ranges()
     first = next(works)
-    assert list(first.records()) == every_record()[:5]
+    assert list(first.records()) == every_record(4, 5)[:5]
     second = next(works)
     assert second.start == 5
     # Near a job's end (here, all of it) a worker takes ahead once its pace is known: from its second range on.
     wait_until(lambda: counts(queue) == (1, 2, 1), 10, 0.02, "the third range leased ahead, the first acknowledged")
-    assert list(second.records()) == every_record()[5:10]
+    assert list(second.records()) == every_record(4, 5)[5:10]
     # The loop stops after the second range: the third, taken ahead and not
     # started, goes back unread (its attempt returned); the second, in hand
     # and read to its end, is given back too, as a stopped loop's item is.
@@ -89,9 +80,9 @@ def test_ranges_leases_the_next_range_while_the_loop_reads_and_gives_back_what_i
 
 
 def test_ranges_sends_no_take_or_completion_from_the_loops_thread_after_its_first(sdk_env, tmp_path, senders):
-    queue = WorkQueue(sliced_works(tmp_path, slices=6), shuffle=False)
+    queue = WorkQueue(sliced_works(tmp_path, 6, 5), shuffle=False)
     read = [record for work in queue.ranges() for record in work.records()]
-    assert read == every_record(slices=6)
+    assert read == every_record(6, 5)
     assert counts(queue) == (6, 0, 0)
     on_the_loop = [kind for kind, main in senders if main]
     # Its first take (nothing was ahead), and its second: a worker takes
@@ -105,9 +96,9 @@ def test_ranges_sends_no_take_or_completion_from_the_loops_thread_after_its_firs
 def test_a_dataloader_over_a_reader_without_loader_processes_takes_ahead_and_acknowledges_with_its_takes(
     sdk_env, tmp_path, senders
 ):
-    queue = WorkQueue(sliced_works(tmp_path, slices=6), shuffle=False)
+    queue = WorkQueue(sliced_works(tmp_path, 6, 5), shuffle=False)
     loop = DataLoader(WorkQueueDataset(queue, reader=readers.records), batch_size=None)
-    assert list(loop) == every_record(slices=6)
+    assert list(loop) == every_record(6, 5)
     assert counts(queue) == (6, 0, 0)
     on_the_loop = [kind for kind, main in senders if main]
     # Each range's completion rode a take: none was sent alone from the
@@ -117,9 +108,9 @@ def test_a_dataloader_over_a_reader_without_loader_processes_takes_ahead_and_ack
 
 
 def test_look_ahead_0_reads_ranges_as_before(sdk_env, tmp_path, senders):
-    queue = WorkQueue(sliced_works(tmp_path), shuffle=False, look_ahead=0)
+    queue = WorkQueue(sliced_works(tmp_path, 4, 5), shuffle=False, look_ahead=0)
     read = [record for work in queue.ranges() for record in work.records()]
-    assert read == every_record()
+    assert read == every_record(4, 5)
     assert all(main for _kind, main in senders), senders
 
 
@@ -127,7 +118,7 @@ def test_a_range_taken_ahead_goes_to_an_idle_worker_unread_and_every_record_is_r
     # The slow worker is a process of its own (tests/sdk/sdk_worker.py): two
     # queues of one process share its end-of-queue mark, and the idle one's
     # would count the slow one's leases as not worth waiting for.
-    works = sliced_works(tmp_path, slices=3)
+    works = sliced_works(tmp_path, 3, 5)
     name = f"ranged-ahead-{uuid.uuid4().hex[:8]}"
     # Its first range takes no time (its pace is then known, and it takes
     # ahead); its second waits 600 s before its first record.
@@ -170,7 +161,7 @@ def test_a_range_taken_ahead_goes_to_an_idle_worker_unread_and_every_record_is_r
     finally:
         slow.kill()
         slow.wait(10)
-    assert read == every_record(slices=3)[10:] + every_record(slices=2)[5:]
+    assert read == every_record(3, 5)[10:] + every_record(2, 5)[5:]
     rows = Item.objects.filter(job_id=fast.job["id"]).order_by("position").values_list("state", "worker", "attempts")
     # The third's attempt by the slow worker was given back with it.
     assert list(rows) == [("done", "slow", 1), ("done", "fast", 2), ("done", "fast", 1)]
