@@ -31,6 +31,13 @@ so no splits: their bar is the best schedule of whole slices, the "bound"):
   takegraph  the same over a graph's queue.take() op, run in a tf.compat.v1.Session
   inputs     the same over queue.input_dataset()
 
+SyncLoader (synchronous training) is not a row here but bench/ddp_sync.py:
+its ranks run the same steps an epoch, so a rank 4x slower sets the pace of
+every rank at each step's all-reduce, whatever hands out the data, and there
+is no tail to split; that bench prints its records/s beside
+DistributedSampler's, each epoch's edges (the wait for its first batch and
+the time from its last step to the loop's end) and every record once.
+
 A DataLoader starts its loader processes when the loop asks for its
 iterator. The workers ask for it before the common start, and each loader
 waits in its worker_init_fn until the start, so that the run measures
