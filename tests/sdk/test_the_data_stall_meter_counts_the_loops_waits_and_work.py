@@ -22,7 +22,7 @@ class FakeTime:
     def __call__(self) -> float:
         return self.now
 
-    def sleep(self, seconds: float) -> None:
+    def advance(self, seconds: float) -> None:
         self.now += seconds
 
 
@@ -38,9 +38,9 @@ def test_a_meter_counts_the_time_between_asking_and_getting_as_waited_and_the_re
     meter = stall.Meter(lambda: clock)
     for _ in range(10):
         meter.wait()
-        fake_time.sleep(0.04)  # the reader: 4x the model
+        fake_time.advance(0.04)  # the reader: 4x the model
         meter.got()
-        fake_time.sleep(0.01)  # the model
+        fake_time.advance(0.01)  # the model
     meter.wait()
     meter.stop()
     waited, busy = clock.reading()
@@ -55,14 +55,14 @@ def test_timed_counts_each_element_and_the_wait_that_found_the_end_and_closes_it
     def source():
         try:
             for record in range(3):
-                fake_time.sleep(0.2)
+                fake_time.advance(0.2)
                 yield record
-            fake_time.sleep(0.5)  # the end came after a wait (the last items of other workers)
+            fake_time.advance(0.5)  # the end came after a wait (the last items of other workers)
         finally:
             closed.append(True)
 
     for _record in stall.timed(source(), stall.Meter(lambda: clock)):
-        fake_time.sleep(0.1)
+        fake_time.advance(0.1)
     assert clock.reading() == (pytest.approx(1.1), pytest.approx(0.3))
     assert closed
 
@@ -72,7 +72,7 @@ def test_timed_counts_each_element_and_the_wait_that_found_the_end_and_closes_it
     clock = stall.Clock()
     records = stall.timed(source(), stall.Meter(lambda: clock))
     next(records)
-    fake_time.sleep(30)
+    fake_time.advance(30)
     records.close()
     assert closed
     assert clock.reading() == (pytest.approx(0.2), 0.0)
@@ -82,9 +82,9 @@ def test_a_lease_body_counts_as_work_and_a_loop_that_got_nothing_counts_nothing(
     clock = stall.Clock()
     meter = stall.Meter(lambda: clock)
     meter.wait()
-    fake_time.sleep(0.3)
+    fake_time.advance(0.3)
     meter.got()
-    fake_time.sleep(0.7)
+    fake_time.advance(0.7)
     meter.stop(worked=True)
     assert clock.reading() == (pytest.approx(0.3), pytest.approx(0.7))
 
@@ -93,7 +93,7 @@ def test_a_lease_body_counts_as_work_and_a_loop_that_got_nothing_counts_nothing(
 
     idle = stall.Meter(no_clock)
     idle.wait()
-    fake_time.sleep(5)
+    fake_time.advance(5)
     idle.stop()
 
 
@@ -101,17 +101,17 @@ def test_a_meter_adds_to_its_clock_twice_a_second_not_per_record(fake_time):
     clock = stall.Clock()
     meter = stall.Meter(lambda: clock)
     meter.wait()
-    fake_time.sleep(0.1)
+    fake_time.advance(0.1)
     meter.got()  # the first record: added at once (the meter asks for its clock then)
     assert clock.reading() == (pytest.approx(0.1), 0.0)
-    fake_time.sleep(0.1)
+    fake_time.advance(0.1)
     meter.wait()
-    fake_time.sleep(0.1)
+    fake_time.advance(0.1)
     meter.got()
     assert clock.reading() == (pytest.approx(0.1), 0.0)  # kept by the meter: no lock per record
-    fake_time.sleep(0.1)
+    fake_time.advance(0.1)
     meter.wait()
-    fake_time.sleep(stall.FLUSH_EVERY)
+    fake_time.advance(stall.FLUSH_EVERY)
     meter.got()
     assert clock.reading() == (pytest.approx(0.2 + stall.FLUSH_EVERY), pytest.approx(0.2))
 
