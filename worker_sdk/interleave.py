@@ -3,11 +3,11 @@
 Each of ``cycle_length`` slots is a thread with its own stream: it leases an
 item, reads its records into a shared buffer (``block_length`` at a time),
 then leases the next. A process reads as few items at once as keep its
-consumer fed (worker_sdk.slots): one slot takes at a time; while a sibling reads,
-a slot takes only once the consumer has waited ``STARVED_SECONDS`` seconds on an
-empty buffer, and then without waiting on the server; the slot that finds
-every sibling done takes as a consumer does (it waits at the end of the
-queue, learns the end, and then every slot ends). With a look-ahead
+consumer fed (worker_sdk.slots): one slot takes at a time; while a sibling
+reads, a slot takes only once the consumer has waited ``STARVED_SECONDS``
+seconds on an empty buffer, and then without waiting on the server; the slot
+that finds every sibling done takes as a consumer does (it waits at the end
+of the queue, learns the end, and then every slot ends). With a look-ahead
 (``WorkQueue(look_ahead=N)``) the first slot's next items are leased on a
 thread while it reads one (worker_sdk.look_ahead), and only that slot takes
 when no sibling reads: otherwise its consumer waited for a take at every
@@ -19,13 +19,13 @@ when a slot reads it. A slot reads ahead at most what the buffer holds; a
 split may cut below what it read, and the records read past the cut are
 dropped when they reach the consumer, never delivered (the remainder's new
 holder reads them). A slot acknowledges its item once the consumer has
-received it whole, and only then may take another as a consumer does: a
-slot whose reader ran ahead is not an idle worker (it would ask for splits
-and lease items its consumer reaches only later). What the first slot
-leases ahead is leased as such: the server hands it no split's piece, and
-gives it to a worker with nothing to read until the slot starts it. A consumer that closes the dataset mid-item
-keeps what it received: the rest of each range goes back as a new item
-(``Stream.stop_at``).
+received it whole, and only then may take another as a consumer does: a slot
+whose reader ran ahead is not an idle worker (it would ask for splits and
+lease items its consumer reaches only later). What the first slot leases
+ahead is leased as such: the server hands it no split's piece, and gives it
+to a worker with nothing to read until the slot starts it. A consumer that
+closes the dataset mid-item keeps what it received: the rest of each range
+goes back as a new item (``Stream.stop_at``).
 
 Why threads and not ``tf.data.Dataset.interleave`` over a generator of
 leases: tf.data's interleave does not read its current elements while its

@@ -7,22 +7,22 @@ sees with no straggler at all. ``LookAhead`` keeps ``depth`` leases taken
 ahead, so the loop's next item is in memory when it asks, and the finished
 one is acknowledged by the take that leases the one after.
 
-An item taken ahead must not hold the tail. Until the consumer starts it,
-a worker with nothing to read may ask for it back (server/services/give_back.py);
-the process's leaser gives it back unread unless the consumer started it
-first, and one lock decides which (``LookAhead._claim`` against
-``__next__`` and ``poll``, all under the look-ahead's condition). A lease the server
-says is lost before the consumer starts it (it expired while the process
-was stopped, and another worker reads it) is taken out of reach the same
-way, and never started here.
-The takes made here answer at once and never end the stream: when one finds
+An item taken ahead must not hold the tail. Until the consumer starts it, a
+worker with nothing to read may ask for it back
+(server/services/give_back.py); the process's leaser gives it back unread
+unless the consumer started it first, and one lock decides which
+(``LookAhead._claim`` against ``__next__`` and ``poll``, all under the
+look-ahead's condition). A lease the server says is lost before the consumer
+starts it (it expired while the process was stopped, and another worker
+reads it) is taken out of reach the same way, and never started here. The
+takes made here answer at once and never end the stream: when one finds
 nothing, the consumer takes for itself once it is done with what it holds,
 so the end of a queue and every wait are as without the look-ahead
 (worker_sdk.stream). A consumer that must not wait on the server now
 (``poll``: a slot of ``WorkQueue.dataset`` whose sibling reads) gets what
 was taken ahead, or nothing, and may then take at once outside the
-look-ahead (``Stream.try_next``). ``Taker`` hands the leases over one per call, for
-``take()``.
+look-ahead (``Stream.try_next``). ``Taker`` hands the leases over one per
+call, for ``take()``.
 """
 
 from __future__ import annotations
