@@ -101,7 +101,10 @@ WITH req AS (
            expires_at = NULL,
            duration = extract(epoch FROM shardline_now() - i.leased_at),
            records = r.records,
-           seq = nextval('shardline_completion_seq')
+           seq = nextval('shardline_completion_seq'),
+           -- Done is past started: a lease taken ahead and read whole before any
+           -- request said it was started is taken ahead of nothing now.
+           ahead = false
       FROM req AS r
      WHERE i.id = r.id AND i.job_id = %(job)s AND i.state = 'leased' AND i.token = r.token
        AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint

@@ -13,7 +13,7 @@ from django.db import connection
 
 from server.models import Worker
 
-from .helpers import create_job
+from .helpers import complete, create_job
 
 pytestmark = pytest.mark.django_db
 
@@ -169,3 +169,22 @@ def test_a_heartbeat_that_says_the_item_started_refuses_the_give_back(worker_cli
     assert beat["give_back"] == [] and sorted(beat["extended"]) == sorted([str(current["id"]), str(ahead["id"])])
     assert row(ahead["id"])[1:3] == (False, None)
     assert take(worker_client, job["id"], "fast")["leases"] == [] and row(ahead["id"])[2] is None
+
+
+@pytest.mark.parametrize("by", ["complete", "take"])
+def test_an_item_taken_ahead_and_completed_before_any_request_said_it_started_is_ahead_no_more(
+    worker_client, job_name, by
+):
+    # A consumer may read an item taken ahead whole before its next take or
+    # heartbeat says it started it (the last item of a job of small slices).
+    job = create_job(worker_client, job_name, ["/data/a", "/data/b"], shuffle=False)
+    take(worker_client, job["id"], "reader")  # registers it: its pace is not known yet
+    paced(job["id"], "reader")
+    ahead = take(worker_client, job["id"], "reader", ahead=True)["leases"][0]
+    assert row(ahead["id"])[:2] == ("leased", True)
+    if by == "complete":
+        assert complete(worker_client, ahead).status_code == 200
+    else:
+        body = {"worker": "reader", "complete": [{"id": ahead["id"], "token": ahead["token"]}]}
+        assert take(worker_client, job["id"], **body)["completed"] == [ahead["id"]]
+    assert row(ahead["id"])[:2] == ("done", False)
