@@ -48,6 +48,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 from . import lease_records, stall
 from .ahead import put_unless_stopped
+from .hand_over import Blocks
 from .look_ahead import LookAhead
 from .protocol import Lease
 from .slots import Slots, Stopped
@@ -130,13 +131,16 @@ def interleave(
     cycle_length: int,
     block_length: int,
     depth: int = 0,
+    blocks: Blocks | None = None,
 ) -> Iterator:
     """Yields the records of leased items (``read(lease)``), ``cycle_length`` items read at a time.
 
     ``new_stream()`` must make streams with ``lag=None``: the consumer here
     says when it received an item whole. ``depth``: items the first slot
     leases ahead while it reads one (worker_sdk.look_ahead); it is then the
-    slot that takes when no sibling reads.
+    slot that takes when no sibling reads. ``blocks``: yields lists of
+    records, as many as it says (fewer rather than wait), not records one
+    by one (worker_sdk.hand_over).
     """
     if cycle_length < 1 or block_length < 1:
         raise ValueError(f"cycle_length and block_length must be >= 1, not {cycle_length} and {block_length}")
@@ -177,7 +181,9 @@ def interleave(
                         break  # the rest of the range is another worker's
                     position += 1
                 block.append(record)
-                if len(block) == block_length:
+                # With blocks, as many as the consumer's next block holds,
+                # or what is read when it waits.
+                if len(block) >= block_length and (blocks is None or len(block) >= blocks.size() or slots.starved()):
                     put(_Block(reading, first, block))
                     first, block = position, []
         except Stopped:
@@ -235,23 +241,46 @@ def interleave(
         thread.start()
     running = len(threads)
     meter = stall.Meter(streams[0].stall_clock)
+    # With blocks: records received (claimed) and not yet handed over.
+    hand: list = []
+
+    def handed() -> Iterator[list]:
+        """The records in hand as one block; the loop's time until it asks again sizes the next."""
+        block = hand.copy()
+        hand.clear()
+        meter.got()
+        at = blocks.clock()
+        yield block
+        blocks.taken(len(block), blocks.clock() - at)
+        meter.wait()
+
     meter.wait()
     try:
         while running:
             try:
                 message = buffer.get_nowait()
             except queue_module.Empty:
+                if hand:  # what is here goes now, rather than wait for more
+                    yield from handed()
+                    continue
                 slots.starving()
                 try:
                     message = buffer.get()
                 finally:
                     slots.fed()
+            if hand and not isinstance(message, _Block):
+                yield from handed()  # an item's end or an error comes after the records before it
             if message is None:
                 running -= 1
             elif isinstance(message, _Block):
                 for offset, record in enumerate(message.records):
                     if message.first is not None and not message.reading.claim(message.first + offset):
                         break  # read ahead past a split: dropped, the remainder's holder reads it
+                    if blocks is not None:
+                        hand.append(record)
+                        if len(hand) >= blocks.size():
+                            yield from handed()
+                        continue
                     meter.got()
                     yield record
                     meter.wait()

@@ -435,7 +435,7 @@ class WorkQueue:
         """A ``tf.data.Dataset`` of scalar item strings (each completed when the next is read)."""
         return tf_support.input_dataset(self)
 
-    def dataset(self, reader=None, cycle_length=4, block_length=1, output_signature=None):
+    def dataset(self, reader=None, cycle_length=4, block_length=1, output_signature=None, hand_over_seconds=0.0):
         """Leased items' records, read ``cycle_length`` items at a time (parallel interleave).
 
         ``reader(item, offset)`` returns an item's records (default
@@ -443,8 +443,16 @@ class WorkQueue:
         Each item is completed when its records are exhausted and failed if
         its reader raises; several items are read at once, so one slow item
         does not stall the stream.
+
+        A record counts as read when it is handed to TensorFlow, one at a
+        time. ``hand_over_seconds > 0`` hands records over in blocks of what
+        the loop takes in that long (records of fixed shapes only): far
+        faster for small records, and a loop that stops mid-block leaves the
+        rest of that block read, not given back (worker_sdk.hand_over).
         """
-        return tf_support.interleaved_dataset(self, reader, cycle_length, block_length, output_signature)
+        return tf_support.interleaved_dataset(
+            self, reader, cycle_length, block_length, output_signature, hand_over_seconds
+        )
 
     def input_producer(self):
         """A local ``FIFOQueue(capacity=1)`` of works for ``reader.read_up_to``, fed by a QueueRunner."""

@@ -144,6 +144,10 @@ class Slots:
             self._starving_since = time.monotonic()
             self._changed.notify_all()
 
+    def starved(self) -> bool:
+        """Whether the consumer waits on the empty buffer now (read without the lock: a hint for a slot's next put)."""
+        return self._starving_since is not None
+
     def fed(self) -> None:
         """The consumer's wait ended."""
         with self._changed:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from worker_sdk import WorkQueue, readers
 
-SHAPES = ("ranges", "dataset", "torch", "loader", "loader-batches")
+SHAPES = ("ranges", "dataset", "dataset-blocks", "torch", "loader", "loader-batches")
 _lock = threading.Lock()
 
 
@@ -106,7 +106,7 @@ def main():
             os.kill(os.getpid(), signal.SIGKILL)  # a crash: nothing acknowledged, nothing cleaned up
         time.sleep(args.delay)  # the loop's work on a record: its pace
 
-    if args.shape == "dataset":
+    if args.shape.startswith("dataset"):
         import tensorflow  # noqa: F401  (imported before the barrier: it takes seconds)
 
     queue.job  # attached before the barrier too
@@ -115,8 +115,10 @@ def main():
         for work in queue.ranges():
             for record in work.records():
                 use(record)
-    elif args.shape == "dataset":
-        records = queue.dataset(cycle_length=2).as_numpy_iterator()
+    elif args.shape.startswith("dataset"):
+        # dataset-blocks: records handed to TensorFlow in blocks of what the loop takes in 10 ms.
+        hand_over = 0.01 if args.shape == "dataset-blocks" else 0.0
+        records = queue.dataset(cycle_length=2, hand_over_seconds=hand_over).as_numpy_iterator()
         for record in records:
             use(record)
             if read == args.stop_after:

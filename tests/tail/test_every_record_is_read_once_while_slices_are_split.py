@@ -24,7 +24,15 @@ LINES = 600  # per file: slices of 200 records
 
 @pytest.mark.timeout(120 + 90 * ROUNDS)
 @pytest.mark.parametrize(
-    "shape", ["ranges", "torch", "loader", "loader-batches", pytest.param("dataset", marks=pytest.mark.tf)]
+    "shape",
+    [
+        "ranges",
+        "torch",
+        "loader",
+        "loader-batches",
+        pytest.param("dataset", marks=pytest.mark.tf),
+        pytest.param("dataset-blocks", marks=pytest.mark.tf),
+    ],
 )
 def test_every_record_is_read_once_while_slices_are_split(shape, sdk_env, celery_worker, tmp_path):
     rng = random.Random()

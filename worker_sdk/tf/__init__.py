@@ -51,10 +51,12 @@ def input_dataset(queue: WorkQueue):
     return ops.input_dataset(queue)
 
 
-def interleaved_dataset(queue: WorkQueue, reader, cycle_length: int, block_length: int, output_signature):
+def interleaved_dataset(
+    queue: WorkQueue, reader, cycle_length: int, block_length: int, output_signature, hand_over_seconds: float
+):
     from . import ops
 
-    return ops.interleaved_dataset(queue, reader, cycle_length, block_length, output_signature)
+    return ops.interleaved_dataset(queue, reader, cycle_length, block_length, output_signature, hand_over_seconds)
 
 
 def input_producer(queue: WorkQueue):
