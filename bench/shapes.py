@@ -1,6 +1,6 @@
 """The liquid tail in the consumer shapes training scripts read with, side by side in one run.
 
-Usage:  .venv/bin/python bench/shapes.py [--shapes ranges,dataset1,dataset4,torch0,torch2,loader2,items,...]
+Usage:  .venv/bin/python bench/shapes.py [--shapes ranges,dataset1,dataset4,blocks1,torch0,torch2,loader2,items,...]
             [--workers 8] [--factors 1] [--costs equal] [--ideal-seconds 6] [--records 1200]
             [--no-split-off] [--tfdata] [--json FILE]
 
@@ -15,6 +15,8 @@ one of these shapes:
   ranges     for work in queue.ranges(): for line in work.records(): ...
   dataset1   for line in queue.dataset(cycle_length=1).as_numpy_iterator(): ...
   dataset4   the same, cycle_length=4
+  blocks1    dataset1 with hand_over_seconds=0.01 (records handed to TensorFlow in blocks)
+  blocks4    the same, cycle_length=4
   torch0     for line in DataLoader(WorkQueueDataset(queue, reader=readers.records), batch_size=None)
   torch2     the same with num_workers=2 (loader processes)
   torch8     the same with num_workers=8
@@ -89,6 +91,8 @@ SHAPES = (
     "ranges",
     "dataset1",
     "dataset4",
+    "blocks1",
+    "blocks4",
     "torch0",
     "torch2",
     "torch8",
@@ -100,8 +104,9 @@ SHAPES = (
     "takegraph",
     "inputs",
 )
-TF_SHAPES = ("dataset1", "dataset4", "take", "takegraph", "inputs")
+TF_SHAPES = ("dataset1", "dataset4", "blocks1", "blocks4", "take", "takegraph", "inputs")
 SLOW = 0.25  # the slow worker's speed; the others run at 1.0
+BLOCK_SECONDS = 0.01  # the blocks shapes' hand_over_seconds
 
 
 def training_loop(queue, shape: str, start=None):
@@ -119,6 +124,9 @@ def training_loop(queue, shape: str, start=None):
         return (line for item in item_strings(queue, shape) for line in readers.records(item))
     if shape.startswith("dataset"):
         return queue.dataset(cycle_length=int(shape[len("dataset") :])).as_numpy_iterator()
+    if shape.startswith("blocks"):
+        cycle_length = int(shape[len("blocks") :])
+        return queue.dataset(cycle_length=cycle_length, hand_over_seconds=BLOCK_SECONDS).as_numpy_iterator()
     if shape.startswith(("torch", "loader")):
         from torch.utils.data import DataLoader
 

@@ -109,6 +109,9 @@ GRAPH_SCRIPT = textwrap.dedent(
     ahead_item = ahead_queue.take()
     data_queue = WorkQueue(files, name="graph_dataset")
     line = tf.data.make_one_shot_iterator(tf.data.TextLineDataset(data_queue.input_dataset())).get_next()
+    blocks_queue = WorkQueue(files, shuffle=False, name="graph_blocks")
+    blocks = blocks_queue.dataset(cycle_length=2, hand_over_seconds=0.01)
+    block_line = tf.data.make_one_shot_iterator(blocks).get_next()
     data_queue.add_summary()
     summary = tf.summary.merge_all()
     with tf.Session() as sess:
@@ -129,6 +132,12 @@ GRAPH_SCRIPT = textwrap.dedent(
             sess.run(line)
             count += 1
     print("lines", count)
+    count = 0
+    with tf.train.MonitoredTrainingSession() as sess:
+        while not sess.should_stop():
+            sess.run(block_line)
+            count += 1
+    print("block lines", count, "done", blocks_queue.watermarks()["done"])
     with tf.Session() as sess:
         parsed = tf.Summary.FromString(sess.run(summary))
         print("summary", sorted((v.tag, v.simple_value) for v in parsed.value))
@@ -143,6 +152,7 @@ def test_graph_mode_take_and_dataset_under_monitored_training_session(sdk_env, c
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     assert "take /x /y" in lines and "end True" in lines and "lines 40" in lines
+    assert "block lines 40 done 4" in lines  # dataset(hand_over_seconds=...) in a graph
     assert "ahead /p /q /r" in lines and "ahead end True" in lines and "ahead done 3" in lines
     # Four files read: nothing pending, four done (items per epoch: 4).
     assert (
@@ -163,6 +173,8 @@ def test_the_sdks_datasets_run_without_autotuning_unless_the_user_turns_it_back_
     interleaved = queue.dataset(cycle_length=2)
     assert interleaved.options().autotune.enabled is False
     assert queue.input_dataset().options().autotune.enabled is False
+    in_blocks = queue.dataset(cycle_length=2, hand_over_seconds=0.01).options()
+    assert in_blocks.autotune.enabled is False and in_blocks.experimental_optimization.inject_prefetch is False
 
     # AUTOTUNE in the user's own steps still works.
     pipeline = interleaved.map(lambda line: tf.strings.length(line), num_parallel_calls=tf.data.AUTOTUNE)
