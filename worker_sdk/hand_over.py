@@ -13,6 +13,7 @@ read, not given back: a block holds at most what the loop takes in
 
 from __future__ import annotations
 
+import math
 from time import monotonic
 from typing import Callable
 
@@ -24,8 +25,10 @@ class Blocks:
     """The size of the next block, from the loop's pace: the time the generator waited at each block's hand-over."""
 
     def __init__(self, seconds: float, most: int = MOST_RECORDS, clock: Callable[[], float] = monotonic):
-        if seconds <= 0:
-            raise ValueError(f"hand_over_seconds must be > 0, not {seconds}")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
+            raise ValueError(
+                f"hand_over_seconds must be a number of seconds > 0 (0 or None: no blocks), not {seconds!r}"
+            )
         self.seconds, self.most, self.clock = seconds, most, clock
         self._size = 1  # until the pace is known: one record at a time, as without blocks
         self._pace: float | None = None  # seconds a record: a decayed mean over the blocks, each weighing the same
@@ -40,5 +43,6 @@ class Blocks:
         # once and waits over one (its step), and a big block of a fast
         # spell would outweigh the slow ones after it.
         self._pace = pace if self._pace is None else self._pace * _DECAY + pace * (1 - _DECAY)
-        fits = round(self.seconds / self._pace) if self._pace > 0 else self.most
-        self._size = max(1, min(self.most, fits, 2 * self._size))
+        # Compared before it is rounded: a pace of (nearly) nothing fits any number.
+        fits = self.seconds / self._pace if self._pace > 0 else math.inf
+        self._size = max(1, min(self.most, 2 * self._size, round(min(fits, self.most))))

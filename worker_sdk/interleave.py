@@ -173,6 +173,7 @@ def interleave(
         source = None
         position = reading.lease.start
         first, block = position, []
+        began = 0.0  # with blocks: when the block's first record was read
         try:
             source = iter(read(reading.lease))
             for record in source:
@@ -180,12 +181,19 @@ def interleave(
                     if reading.split_off(position):
                         break  # the rest of the range is another worker's
                     position += 1
+                if blocks is not None and not block:
+                    began = blocks.clock()
                 block.append(record)
-                # With blocks, as many as the consumer's next block holds,
-                # or what is read when it waits.
-                if len(block) >= block_length and (blocks is None or len(block) >= blocks.size() or slots.starved()):
-                    put(_Block(reading, first, block))
-                    first, block = position, []
+                if len(block) < block_length:
+                    continue
+                if blocks is not None and len(block) < blocks.size():
+                    # As many as the consumer's next block holds, unless it
+                    # waits, the reader is slower than that block's time, or
+                    # the consumer stopped (put() says so).
+                    if not (slots.starved() or stop.is_set() or blocks.clock() - began >= blocks.seconds):
+                        continue
+                put(_Block(reading, first, block))
+                first, block = position, []
         except Stopped:
             raise
         except Exception as exc:  # the records read before it are the consumer's; then the item fails

@@ -62,6 +62,7 @@ def test_records_of_a_structure_come_as_they_do_one_by_one(sdk_env, tmp_path):
     [
         (tf.TensorSpec([None], tf.string), 0.01, "records of fixed shapes"),
         (tf.TensorSpec([], tf.string), -1.0, "hand_over_seconds must be a number of seconds > 0"),
+        (tf.TensorSpec([], tf.string), float("inf"), "hand_over_seconds must be a number of seconds > 0"),
     ],
 )
 def test_a_block_needs_records_of_fixed_shapes_and_a_time(sdk_env, tmp_path, signature, seconds, message):
@@ -86,3 +87,52 @@ def test_a_loop_that_stops_leaves_its_last_block_read_and_gives_back_the_rest(sd
     assert 0 <= unread <= 4096
     # (The first slice's rest comes back as a new item after the second slice.)
     assert sorted(rest) == sorted(everything[1500 + unread :]) and len(set(rest)) == len(rest)
+
+
+def pairs_with_a_bad_one(item, offset):
+    """Records [j, j]; the 250th is [j, j, j], which output_signature does not allow."""
+    from worker_sdk import readers
+
+    for line in readers.records(item, offset):
+        j = int(line.split(b",")[1])
+        yield [j, j, j] if j == 250 else [j, j]
+
+
+def test_a_record_that_does_not_match_its_signature_comes_after_the_records_before_it(sdk_env, tmp_path):
+    queue = WorkQueue(sliced_works(tmp_path, 1, 400), shuffle=False)
+    dataset = queue.dataset(
+        pairs_with_a_bad_one, 1, output_signature=tf.TensorSpec([2], tf.int64), hand_over_seconds=0.01
+    )
+    got = []
+    with pytest.raises(tf.errors.OpError, match=r"does not match output_signature.*shape \(3,\) where \(2,\)"):
+        for pair in dataset.as_numpy_iterator():
+            got.append(pair.tolist())
+    assert got == [[j, j] for j in range(250)]
+
+
+def test_none_hands_records_over_one_at_a_time_as_0_does(sdk_env, tmp_path):
+    queue = WorkQueue(sliced_works(tmp_path, 2, 10), shuffle=False)
+    assert list(queue.dataset(hand_over_seconds=None).as_numpy_iterator()) == every_record(2, 10)
+
+
+def slow_records(item, offset):
+    """The SDK's records, 10 ms each: a reader slower than the loop."""
+    import time
+
+    from worker_sdk import readers
+
+    for line in readers.records(item, offset):
+        time.sleep(0.01)
+        yield line
+
+
+def test_a_loop_that_stops_while_a_slow_reader_fills_a_block_gives_its_lease_back_at_once(sdk_env, tmp_path):
+    # A slot read on to the block's full size before it saw the stop: with
+    # hand_over_seconds=5, 30 s (the close's own limit) after 100 records.
+    queue = WorkQueue(sliced_works(tmp_path, 1, 3000), shuffle=False)
+    records = queue.dataset(slow_records, 1, hand_over_seconds=5.0).as_numpy_iterator()
+    read = [next(records) for _ in range(100)]
+    del records
+    wait_until(lambda: counts(queue)[1] == 0, 10, 0.02, "the lease given back")
+    rest = list(queue.dataset(cycle_length=1).as_numpy_iterator())
+    assert set(read).isdisjoint(rest) and len(read) + len(rest) <= 3000

@@ -41,7 +41,14 @@ def test_a_block_never_holds_more_than_its_most():
     assert max(sizes(blocks, 0.0, 12)) == 64  # a loop that takes no time at all
 
 
-@pytest.mark.parametrize("seconds", [0, -0.5])
-def test_a_blocks_time_must_be_positive(seconds):
-    with pytest.raises(ValueError, match="hand_over_seconds must be > 0"):
+def test_a_loop_that_takes_no_time_at_all_for_long_gets_the_most():
+    blocks = Blocks(0.01, most=64)
+    sizes(blocks, 0.0001, 3)
+    sizes(blocks, 0.0, 5000)  # the decayed pace reaches nothing: no overflow
+    assert blocks.size() == 64
+
+
+@pytest.mark.parametrize("seconds", [0, -0.5, float("inf"), float("nan"), None, True, "0.01"])
+def test_a_blocks_time_must_be_a_finite_positive_number(seconds):
+    with pytest.raises(ValueError, match="hand_over_seconds must be a number of seconds > 0"):
         Blocks(seconds)

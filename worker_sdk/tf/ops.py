@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import hand_over, look_ahead, stall
+from .. import look_ahead, stall
 from ..stream import QueueExhausted, Stream, exhausted_message
 from ._require import require
 
 tf = require("WorkQueue's TensorFlow methods")
 
-from . import checkpoint  # noqa: E402  (needs TensorFlow too)
+from . import blocks, checkpoint  # noqa: E402  (needs TensorFlow too)
 
 if TYPE_CHECKING:
     from ..queue import WorkQueue
@@ -281,13 +281,13 @@ def interleaved_dataset(
 
     signature = output_signature or tf.TensorSpec(shape=[], dtype=tf.string)
 
-    def records(blocks=None):
+    def records(sizer=None):
         return interleave(
-            lambda: queue.stream(lag=None, tracks=True), read, cycle_length, block_length, queue.look_ahead, blocks
+            lambda: queue.stream(lag=None, tracks=True), read, cycle_length, block_length, queue.look_ahead, sizer
         )
 
-    if hand_over_seconds != 0:
-        dataset = _in_blocks(records, signature, hand_over_seconds)
+    if hand_over_seconds:  # 0 or None: one record at a time
+        dataset = blocks.in_blocks(records, signature, hand_over_seconds)
     else:
         dataset = tf.data.Dataset.from_generator(records, output_signature=signature)
     # A record counts as read when the generator hands it to TensorFlow
@@ -296,40 +296,3 @@ def interleaved_dataset(
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False
     return _ending_at_once(dataset, options)
-
-
-def _in_blocks(records, signature, seconds: float):
-    """The records handed to TensorFlow in blocks (worker_sdk.hand_over), unbatched inside it."""
-    if not seconds > 0:
-        raise ValueError(f"hand_over_seconds must be a number of seconds > 0 (or 0: no blocks), not {seconds!r}")
-    specs = tf.nest.flatten(signature)
-    for spec in specs:
-        if not isinstance(spec, tf.TensorSpec) or not spec.shape.is_fully_defined():
-            raise ValueError(
-                "hand_over_seconds needs records of fixed shapes (tf.TensorSpec with every dimension known), "
-                f"to stack them into blocks; not {spec}"
-            )
-    stacked = tf.nest.map_structure(lambda spec: tf.TensorSpec([None, *spec.shape], spec.dtype), signature)
-    single = len(specs) == 1 and isinstance(signature, tf.TensorSpec)
-
-    def blocks():
-        with closing(records(hand_over.Blocks(seconds))) as lists:
-            for block in lists:
-                if single:
-                    yield block
-                else:  # each component's values, in the signature's structure
-                    columns = [list(column) for column in zip(*(_components(signature, record) for record in block))]
-                    yield tf.nest.pack_sequence_as(signature, columns)
-
-    return tf.data.Dataset.from_generator(blocks, output_signature=stacked).unbatch()
-
-
-def _components(signature, record) -> list:
-    """``record``'s values, one per TensorSpec of ``signature``, in tf.nest's order (a dict's keys sorted)."""
-    if isinstance(signature, tf.TensorSpec):
-        return [record]
-    if isinstance(signature, dict):
-        return [value for key in sorted(signature) for value in _components(signature[key], record[key])]
-    if len(record) != len(signature):
-        raise ValueError(f"a record of {len(record)} values does not match output_signature {signature}")
-    return [value for spec, part in zip(signature, record) for value in _components(spec, part)]
