@@ -2,7 +2,7 @@
 
 Usage:  .venv/bin/python bench/shapes.py [--shapes ranges,dataset1,dataset4,blocks1,torch0,torch2,loader2,items,...]
             [--workers 8] [--factors 1] [--costs equal] [--ideal-seconds 6] [--records 1200]
-            [--no-split-off] [--tfdata] [--json FILE]
+            [--no-split-off] [--tfdata] [--prefetch-factor N] [--json FILE]
 
 K worker processes (one 4x slower than the others) share one job of record
 ranges through the ASGI server of tests/support.py (gunicorn with uvicorn
@@ -22,6 +22,7 @@ one of these shapes:
   torch8     the same with num_workers=8
   loader2    torch2 through WorkQueueLoader (batches in the order they are read)
   loader8    torch8 through WorkQueueLoader
+             (--prefetch-factor N: the DataLoaders' prefetch_factor, torch's 2 by default)
 
 and whole items, read by the loop itself with the SDK's reader (no claims,
 so no splits: their bar is the best schedule of whole slices, the "bound"):
@@ -107,6 +108,7 @@ SHAPES = (
 TF_SHAPES = ("dataset1", "dataset4", "blocks1", "blocks4", "take", "takegraph", "inputs")
 SLOW = 0.25  # the slow worker's speed; the others run at 1.0
 BLOCK_SECONDS = 0.01  # the blocks shapes' hand_over_seconds
+PREFETCH = "SHARDLINE_BENCH_PREFETCH_FACTOR"
 
 
 def training_loop(queue, shape: str, start=None):
@@ -136,14 +138,23 @@ def training_loop(queue, shape: str, start=None):
         dataset = WorkQueueDataset(queue, reader=readers.records)
         loaders = int(shape.removeprefix("torch").removeprefix("loader"))
         kind = WorkQueueLoader if shape.startswith("loader") else DataLoader
+        # --prefetch-factor, passed to the spawned workers in the environment.
+        prefetch = {"prefetch_factor": int(os.environ[PREFETCH])} if loaders and PREFETCH in os.environ else {}
         if not (loaders and start):
-            return iter(kind(dataset, batch_size=None, num_workers=loaders))
+            return iter(kind(dataset, batch_size=None, num_workers=loaders, **prefetch))
         # What multiprocessing starts in a script run from the shell (the first method is the default).
         context = multiprocessing.get_context(multiprocessing.get_all_start_methods()[0])
         up = context.SimpleQueue()
         wait = functools.partial(loader_waits, up, *start)
         lines = iter(
-            kind(dataset, batch_size=None, num_workers=loaders, worker_init_fn=wait, multiprocessing_context=context)
+            kind(
+                dataset,
+                batch_size=None,
+                num_workers=loaders,
+                worker_init_fn=wait,
+                multiprocessing_context=context,
+                **prefetch,
+            )
         )
         for _ in range(loaders):
             up.get()
@@ -283,7 +294,14 @@ def main():
     parser.add_argument("--tfdata", action="store_true", help="add tf.data service (dynamic sharding) to each row")
     parser.add_argument("--tfdata-timeout", type=float, default=300)
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument(
+        "--prefetch-factor", type=int, default=None, help="the DataLoaders' prefetch_factor (default: torch's, 2)"
+    )
     args = parser.parse_args()
+    if args.prefetch_factor is not None:
+        if args.prefetch_factor < 1:
+            parser.error("--prefetch-factor must be at least 1")
+        os.environ[PREFETCH] = str(args.prefetch_factor)
     shapes = args.shapes.split(",")
     for shape in shapes:
         if shape not in SHAPES:
