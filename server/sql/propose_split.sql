@@ -31,7 +31,7 @@
 --              included) share them from now on: left = unread / the sum
 --              of their paces (a worker whose pace is not known yet counts
 --              at the mean pace).
---   victim     the lease that would finish last (unread records over its
+--   chosen     the lease that would finish last (unread records over its
 --              pace, an unknown one the mean; then the most unread), if it has
 --              at least twice its floor left. Its floor: the fewest records
 --              a split leaves to either side, %(floor)s, or what the holder
@@ -48,6 +48,12 @@
 --              lease is not left with seconds of reading that the others
 --              would finish in a fraction of one. The remainder keeps at
 --              least the floor.
+--   victim     it, and its holder's consumer's other leases (a plain
+--              DataLoader's loaders, a dataset's slots) that would also
+--              finish after `left`, each asked at its own point in this
+--              request: the loaders of a slow process read in turn, and
+--              cut one request apart, its last lease was left reading alone
+--              a second after every other worker was done (bench/RESULTS.md).
 --   pieces     the remainder is cut into pieces of what a worker at the mean
 --              pace reads in `left` seconds (at least the floor each,
 --              at most one per other worker): one answer from the holder
@@ -58,13 +64,13 @@
 --              seconds (its holder died, or refused silently) may be replaced.
 --   notified   wakes the holder's heartbeat if it waits on the server.
 -- Returns one row: whether this worker has a request pending (asked), and
--- the lease asked now (null when none qualifies).
+-- the lease asked now that would finish last (null when none qualifies).
 WITH job AS (
     SELECT id, lease_timeout
       FROM shardline_job
      WHERE id = %(job)s AND split_tail AND state IN ('ready', 'running')
 ), held AS (
-    SELECT i.id, i.split_at, i.split_for, i.split_asked_at, i.read_to,
+    SELECT i.id, i.split_at, i.split_for, i.split_asked_at, i.read_to, h.consumer,
            coalesce(i.range_start, u.start) AS first,
            coalesce(i.range_end, u."end") AS stop,
            extract(epoch FROM shardline_now() - i.read_at) AS since_read,
@@ -79,19 +85,18 @@ WITH job AS (
       -- (a plain item string's reader cannot stop at a record).
       JOIN shardline_item AS i ON i.job_id = j.id AND i.state = 'leased' AND i.expires_at > shardline_now()
                               AND i.read_to IS NOT NULL
-                              AND NOT EXISTS (SELECT FROM shardline_worker AS h
-                                               WHERE h.job_id = j.id AND h.name = i.worker
-                                                 AND h.consumer = %(consumer)s)
+      LEFT JOIN shardline_worker AS h ON h.job_id = j.id AND h.name = i.worker
       JOIN LATERAL (SELECT start, "end"
                       FROM shardline_unit
                      WHERE job_id = j.id AND idx = i.unit_idx
                      LIMIT 1) AS u ON true
+     WHERE h.consumer IS DISTINCT FROM %(consumer)s
 ), asked AS (
     SELECT count(*) AS n
       FROM held
      WHERE split_for = %(worker)s AND split_asked_at > shardline_now() - make_interval(secs => %(stale)s)
 ), estimated AS (
-    SELECT id, stop, rate,
+    SELECT id, stop, rate, consumer,
            split_asked_at IS NULL OR split_asked_at < shardline_now() - make_interval(secs => %(stale)s) AS askable,
            least(stop, read_to + coalesce(rate, 0) * (since_read + %(lead)s)) AS here
       FROM held
@@ -121,12 +126,15 @@ WITH job AS (
            (SELECT count(*) AS n
               FROM shardline_worker AS w, job AS j
              WHERE w.job_id = j.id AND shardline_worker_live(w.last_seen, j.lease_timeout)) AS w
-), victim AS (
+), candidates AS (
     -- least() skips nulls: with no pace known, the holder keeps half.
-    SELECT e.id, e.stop, f.floor,
+    SELECT e.id, e.stop, e.consumer, f.floor,
            least(ceil(e.here + least((e.stop - e.here) * coalesce(e.rate / nullif(e.rate + p.mean, 0), 0.5),
                                      coalesce(e.rate, p.mean) * p.left)),
-                 e.stop - f.floor)::bigint AS point
+                 e.stop - f.floor)::bigint AS point,
+           (e.stop - e.here) / coalesce(e.rate, p.mean) AS finish,
+           e.stop - e.here AS unread,
+           p.left
       FROM estimated AS e
      CROSS JOIN plan AS p
      CROSS JOIN LATERAL (
@@ -134,8 +142,15 @@ WITH job AS (
                         greatest(1, coalesce(ceil(coalesce(nullif(e.rate, 0), p.mean) * %(piece_seconds)s),
                                              %(floor)s)))::bigint AS floor) AS f
      WHERE e.askable AND (SELECT n FROM asked) = 0 AND e.stop - e.here >= 2 * f.floor
-     ORDER BY (e.stop - e.here) / coalesce(e.rate, p.mean) DESC NULLS LAST, e.stop - e.here DESC
+), chosen AS (
+    SELECT id, consumer
+      FROM candidates
+     ORDER BY finish DESC NULLS LAST, unread DESC
      LIMIT 1
+), victim AS (
+    SELECT c.id, c.stop, c.floor, c.point
+      FROM candidates AS c, chosen AS k
+     WHERE c.id = k.id OR (c.consumer = k.consumer AND c.finish > c.left)
 ), pieces AS (
     SELECT v.id, v.point,
            greatest(1, least(round((v.stop - v.point) / nullif(p.mean * p.left, 0)),
@@ -156,5 +171,5 @@ WITH job AS (
     -- The holder's heartbeat may be waiting for exactly this (server/waiting.py).
     SELECT pg_notify('shardline_job', %(job)s || ':split:' || coalesce(worker, '')) FROM proposed
 )
-SELECT (SELECT n FROM asked) > 0 AS asked, (SELECT id FROM proposed) AS proposed,
+SELECT (SELECT n FROM asked) > 0 AS asked, (SELECT p.id FROM proposed AS p, chosen AS k WHERE p.id = k.id) AS proposed,
        (SELECT count(*) FROM notified) AS notified;

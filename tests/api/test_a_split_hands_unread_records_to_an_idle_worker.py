@@ -442,3 +442,35 @@ def test_a_take_ahead_leases_no_piece_split_off_for_idle_workers(worker_client, 
     assert ahead.status_code == 200 and ahead.json()["leases"] == [], ahead.content
     piece = take(worker_client, job["id"], "idle")["leases"]
     assert [(lease["start"], lease["end"]) for lease in piece] == [(500, 1000)]
+
+
+def take_for(client, job_id, worker, consumer):
+    response = client.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": worker, "consumer": consumer}, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()["leases"][0]
+
+
+def test_one_idle_take_asks_every_lease_of_a_slow_process_that_would_finish_late(worker_client, job_name):
+    # A plain DataLoader's loaders read in turn for one loop, each at half
+    # its pace: asked one request apart, the last was left reading alone.
+    works = [f"/{name}.csv?start=0&end=10000" for name in ("f", "g", "h", "i")]
+    job = create_job(worker_client, job_name, works, shuffle=False)
+    loaders = [take_for(worker_client, job["id"], f"slow:loader{n}:1", "slow") for n in range(2)]
+    done_soon = take_for(worker_client, job["id"], "slow:loader2:1", "slow")
+    fast = take_for(worker_client, job["id"], "fast", "fast")
+    for lease in loaders:
+        extend(worker_client, lease, position=500)
+        began_seconds_ago(lease["id"], 10)  # 50 records/s, 9,500 left: 190 s
+    extend(worker_client, done_soon, position=9000)
+    began_seconds_ago(done_soon["id"], 10)  # 900 records/s, 1,000 left: done in about 1 s, before the plan's end
+    extend(worker_client, fast, position=3000)
+    began_seconds_ago(fast["id"], 1)  # 3,000 records/s, 7,000 left
+
+    take(worker_client, job["id"], "idle")
+    asked = {}
+    for lease in [*loaders, done_soon, fast]:
+        asked.update(extend(worker_client, lease)["splits"])
+    assert sorted(asked) == sorted(str(lease["id"]) for lease in loaders)
+    # Each at its own point: what its loader reads by the time all finish.
+    for lease in loaders:
+        assert 500 < asked[str(lease["id"])] < 1500
