@@ -48,12 +48,16 @@
 --              lease is not left with seconds of reading that the others
 --              would finish in a fraction of one. The remainder keeps at
 --              least the floor.
---   victim     it, and its holder's consumer's other leases (a plain
---              DataLoader's loaders, a dataset's slots) that would also
---              finish after `left`, each asked at its own point in this
---              request: the loaders of a slow process read in turn, and
---              cut one request apart, its last lease was left reading alone
---              a second after every other worker was done (bench/RESULTS.md).
+--   victim     it, and the other leases of its holder's consumer and user
+--              (a plain DataLoader's loaders, a dataset's slots) that would
+--              also finish after `left`, each asked at its own point in this
+--              request: the loaders of a slow process read in turn, and cut
+--              one request apart, its last lease was left reading alone a
+--              second after every other worker was done (bench/RESULTS.md).
+--              The consumer is a name the client picks: another user's
+--              leases under it are not asked with these.
+--   locked     the victims' rows, locked in id order as a heartbeat
+--              (extend.sql) locks a holder's rows, before they change.
 --   pieces     the remainder is cut into pieces of what a worker at the mean
 --              pace reads in `left` seconds (at least the floor each,
 --              at most one per other worker): one answer from the holder
@@ -70,7 +74,7 @@ WITH job AS (
       FROM shardline_job
      WHERE id = %(job)s AND split_tail AND state IN ('ready', 'running')
 ), held AS (
-    SELECT i.id, i.split_at, i.split_for, i.split_asked_at, i.read_to, h.consumer,
+    SELECT i.id, i.split_at, i.split_for, i.split_asked_at, i.read_to, i.holder_id, h.consumer,
            coalesce(i.range_start, u.start) AS first,
            coalesce(i.range_end, u."end") AS stop,
            extract(epoch FROM shardline_now() - i.read_at) AS since_read,
@@ -96,7 +100,7 @@ WITH job AS (
       FROM held
      WHERE split_for = %(worker)s AND split_asked_at > shardline_now() - make_interval(secs => %(stale)s)
 ), estimated AS (
-    SELECT id, stop, rate, consumer,
+    SELECT id, stop, rate, holder_id, consumer,
            split_asked_at IS NULL OR split_asked_at < shardline_now() - make_interval(secs => %(stale)s) AS askable,
            least(stop, read_to + coalesce(rate, 0) * (since_read + %(lead)s)) AS here
       FROM held
@@ -128,7 +132,7 @@ WITH job AS (
              WHERE w.job_id = j.id AND shardline_worker_live(w.last_seen, j.lease_timeout)) AS w
 ), candidates AS (
     -- least() skips nulls: with no pace known, the holder keeps half.
-    SELECT e.id, e.stop, e.consumer, f.floor,
+    SELECT e.id, e.stop, e.holder_id, e.consumer, f.floor,
            least(ceil(e.here + least((e.stop - e.here) * coalesce(e.rate / nullif(e.rate + p.mean, 0), 0.5),
                                      coalesce(e.rate, p.mean) * p.left)),
                  e.stop - f.floor)::bigint AS point,
@@ -143,20 +147,33 @@ WITH job AS (
                                              %(floor)s)))::bigint AS floor) AS f
      WHERE e.askable AND (SELECT n FROM asked) = 0 AND e.stop - e.here >= 2 * f.floor
 ), chosen AS (
-    SELECT id, consumer
+    SELECT id, holder_id, consumer
       FROM candidates
      ORDER BY finish DESC NULLS LAST, unread DESC
      LIMIT 1
 ), victim AS (
     SELECT c.id, c.stop, c.floor, c.point
       FROM candidates AS c, chosen AS k
-     WHERE c.id = k.id OR (c.consumer = k.consumer AND c.finish > c.left)
+     WHERE c.id = k.id
+        OR (c.consumer = k.consumer AND c.holder_id IS NOT DISTINCT FROM k.holder_id AND c.finish > c.left)
+), locked AS (
+    -- In id order, as a heartbeat (extend.sql) and a take that completes
+    -- several leases lock a holder's rows: a dataset's slots share one
+    -- worker, and rows updated in the scan's order could wait on the
+    -- heartbeat while it waits on them (a deadlock).
+    SELECT i.id
+      FROM shardline_item AS i
+     WHERE i.id IN (SELECT id FROM victim) AND i.job_id = %(job)s
+     ORDER BY i.id
+       FOR UPDATE
 ), pieces AS (
     SELECT v.id, v.point,
            greatest(1, least(round((v.stop - v.point) / nullif(p.mean * p.left, 0)),
                              (v.stop - v.point) / v.floor,
                              p.others))::int AS n
-      FROM victim AS v, plan AS p
+      FROM victim AS v
+      JOIN locked AS l ON l.id = v.id
+     CROSS JOIN plan AS p
 ), proposed AS (
     UPDATE shardline_item AS i
        SET split_at = c.point,
@@ -171,5 +188,8 @@ WITH job AS (
     -- The holder's heartbeat may be waiting for exactly this (server/waiting.py).
     SELECT pg_notify('shardline_job', %(job)s || ':split:' || coalesce(worker, '')) FROM proposed
 )
-SELECT (SELECT n FROM asked) > 0 AS asked, (SELECT p.id FROM proposed AS p, chosen AS k WHERE p.id = k.id) AS proposed,
+SELECT (SELECT n FROM asked) > 0 AS asked,
+       -- The lease chosen, or another of its consumer's when another idle
+       -- worker asked that one first: a split is coming for this one either way.
+       coalesce((SELECT p.id FROM proposed AS p, chosen AS k WHERE p.id = k.id), (SELECT min(id) FROM proposed)) AS proposed,
        (SELECT count(*) FROM notified) AS notified;

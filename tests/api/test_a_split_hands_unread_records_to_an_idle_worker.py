@@ -474,3 +474,24 @@ def test_one_idle_take_asks_every_lease_of_a_slow_process_that_would_finish_late
     # Each at its own point: what its loader reads by the time all finish.
     for lease in loaders:
         assert 500 < asked[str(lease["id"])] < 1500
+
+
+def test_a_request_asks_no_lease_of_another_user_that_names_the_same_consumer(worker_client, client_for, job_name):
+    # The consumer is a name the client picks: leases are asked together only
+    # under one holder, so a token cannot spread one request over others'.
+    works = [f"/{name}.csv?start=0&end=10000" for name in ("f", "g", "h")]
+    job = create_job(worker_client, job_name, works, shuffle=False)
+    stranger = client_for("worker")
+    mine = take_for(worker_client, job["id"], "slow:loader0:1", "slow")
+    theirs = take_for(stranger, job["id"], "slow:loader1:2", "slow")
+    fast = take_for(worker_client, job["id"], "fast", "fast")
+    extend(worker_client, mine, position=400)
+    began_seconds_ago(mine["id"], 10)  # 40 records/s: it would finish last
+    extend(stranger, theirs, position=500)
+    began_seconds_ago(theirs["id"], 10)  # 50 records/s: late too
+    extend(worker_client, fast, position=3000)
+    began_seconds_ago(fast["id"], 1)
+
+    take(worker_client, job["id"], "idle")
+    assert list(extend(worker_client, mine)["splits"]) == [str(mine["id"])]
+    assert extend(stranger, theirs)["splits"] == {}
