@@ -38,6 +38,17 @@ def waiting_on_a_lock(observer: psycopg.Connection) -> int:
     ).fetchone()[0]
 
 
+def idle_take(worker_client, job_id: int, answers: list) -> None:
+    """An idle worker's take in a request (and a connection) of its own: its (status, answer) goes to ``answers``."""
+    client = APIClient()
+    client.credentials(**worker_client._credentials)
+    try:
+        response = client.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "idle", "consumer": "idle"}, format="json")
+        answers.append((response.status_code, response.json()))
+    finally:
+        connections.close_all()
+
+
 @pytest.mark.parametrize("first_in_scan", ["lower id", "higher id"])
 def test_a_request_for_two_leases_of_one_holder_waits_for_its_heartbeat_and_then_asks_both(
     worker_client, job_name, first_in_scan
@@ -63,19 +74,7 @@ def test_a_request_for_two_leases_of_one_holder_waits_for_its_heartbeat_and_then
     heartbeat.execute("SET deadlock_timeout = '100ms'")
     heartbeat.execute("SELECT id FROM shardline_item WHERE id = %s FOR UPDATE", [low])
     answers = []
-
-    def idle_take():
-        client = APIClient()
-        client.credentials(**worker_client._credentials)
-        try:
-            response = client.post(
-                f"/api/v1/jobs/{job['id']}/leases/", {"worker": "idle", "consumer": "idle"}, format="json"
-            )
-            answers.append((response.status_code, response.json()))
-        finally:
-            connections.close_all()
-
-    taker = threading.Thread(target=idle_take)
+    taker = threading.Thread(target=idle_take, args=(worker_client, job["id"], answers))
     taker.start()
     try:
         wait_until(lambda: waiting_on_a_lock(observer) >= 1, 20, 0.02, "the take waiting on the heartbeat's lock")
@@ -117,19 +116,7 @@ def test_a_request_whose_chosen_lease_another_worker_asked_first_still_says_the_
         [last["id"]],
     )
     answers = []
-
-    def idle_take():
-        client = APIClient()
-        client.credentials(**worker_client._credentials)
-        try:
-            response = client.post(
-                f"/api/v1/jobs/{job['id']}/leases/", {"worker": "idle", "consumer": "idle"}, format="json"
-            )
-            answers.append((response.status_code, response.json()))
-        finally:
-            connections.close_all()
-
-    taker = threading.Thread(target=idle_take)
+    taker = threading.Thread(target=idle_take, args=(worker_client, job["id"], answers))
     taker.start()
     try:
         wait_until(lambda: waiting_on_a_lock(observer) >= 1, 20, 0.02, "the take waiting on the other request")
