@@ -1,7 +1,7 @@
 """The SDK's time on the training thread per item: a loop over many tiny items, as users write it.
 
 Usage:  .venv/bin/python bench/item_overhead.py [--items 10000] [--compute-ms 0] [--shapes items,torch0,loader2,take,dataset1,dataset4]
-                                               [--look-ahead 0,1]
+                                               [--look-ahead 0,1,auto]
 
 One job of --items item strings (no files: the loop reads nothing), one
 consumer, the ASGI server of tests/support.py (4 web processes). Each shape
@@ -19,7 +19,8 @@ the moment the next item arrives, which is what the SDK costs the loop
   dataset4 the same, cycle_length=4
 
 Each shape runs once per --look-ahead depth (WorkQueue's look_ahead: items
-taken ahead on a thread while the loop works; 0 takes when asked), side by
+taken ahead on a thread while the loop works; 0 takes when asked; auto is
+the default, None: one, and more for a loop quicker than a take), side by
 side in one run. Beside them, the same loop over a Python list of the items:
 the floor of the loop itself (and, with a dataset shape, the same list
 through tf.data's from_generator: the floor of a TF loop). Prints each shape's median, p90 and p99 microseconds per item and
@@ -112,9 +113,11 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--compute-ms", type=float, default=0.0)
     parser.add_argument("--shapes", default=",".join(SHAPES))
-    parser.add_argument("--look-ahead", default="0,1", help="depths to compare, comma-separated")
+    parser.add_argument(
+        "--look-ahead", default="0,1,auto", help="depths to compare, comma-separated (auto: the default)"
+    )
     args = parser.parse_args()
-    depths = [int(depth) for depth in args.look_ahead.split(",")]
+    depths = [None if depth == "auto" else int(depth) for depth in args.look_ahead.split(",")]
     shapes = args.shapes.split(",")
     for shape in shapes:
         if shape not in SHAPES:
@@ -146,7 +149,7 @@ def main() -> None:
                 queue.close()
                 if count != args.items:
                     print(f"  {shape}: read {count} of {args.items} items", file=sys.stderr)
-                report(f"{shape}@{depth}", waits, seconds, count)
+                report(f"{shape}@{'auto' if depth is None else depth}", waits, seconds, count)
     finally:
         server.stop()
     print(f"machine: {os.cpu_count()} CPUs; Python {sys.version.split()[0]}")

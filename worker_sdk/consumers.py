@@ -32,10 +32,12 @@ class Consumers:
     slots) share one, and a job replaced meanwhile is never half-seen.
     """
 
-    def __init__(self, make_leaser: Callable[[], Leaser], lock: threading.RLock, look_ahead_depth: int):
+    def __init__(
+        self, make_leaser: Callable[[], Leaser], lock: threading.RLock, look_ahead_depth: int, most: int | None
+    ):
         self._make_leaser = make_leaser
         self._lock = lock
-        self._depth = look_ahead_depth
+        self._depth, self._most = look_ahead_depth, most
         self._leaser: Leaser | None = None
         self._pid: int | None = None
         # Every stream of this process, ended or not: close() acknowledges
@@ -89,7 +91,7 @@ class Consumers:
         return self.stream(name, None if self._depth else 1, tracks, None, False)
 
     def taker(self, name: str) -> look_ahead.Taker:
-        taker = look_ahead.Taker(self.whole_items_stream(name), self._depth)
+        taker = look_ahead.Taker(self.whole_items_stream(name), self._depth, self._most)
         self._takers.add(taker)
         return taker
 

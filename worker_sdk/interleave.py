@@ -132,13 +132,14 @@ def interleave(
     block_length: int,
     depth: int = 0,
     blocks: Blocks | None = None,
+    most: int | None = None,
 ) -> Iterator:
     """Yields the records of leased items (``read(lease)``), ``cycle_length`` items read at a time.
 
     ``new_stream()`` must make streams with ``lag=None``: the consumer here
     says when it received an item whole. ``depth``: items the first slot
     leases ahead while it reads one (worker_sdk.look_ahead); it is then the
-    slot that takes when no sibling reads. ``blocks``: yields lists of
+    slot that takes when no sibling reads (``most``: ``LookAhead``'s). ``blocks``: yields lists of
     records, as many as it says (fewer rather than wait), not records one
     by one (worker_sdk.hand_over).
     """
@@ -157,7 +158,7 @@ def interleave(
     # The first slot's next item is leased while it reads one, so that the
     # consumer does not wait for a take between two items; one taken ahead
     # and not started goes back to a worker with nothing to read.
-    primary = LookAhead(streams[0], depth, name="shardline-slot-ahead") if depth else None
+    primary = LookAhead(streams[0], depth, name="shardline-slot-ahead", most=most) if depth else None
     slots = Slots(stop, primary)
 
     def out(reading: _Reading) -> bool:

@@ -31,9 +31,11 @@ import collections
 import logging
 import os
 import threading
+import time
 from typing import Iterator
 
 from . import errors
+from .ahead_depth import Depth
 from .protocol import Lease
 from .stream import QueueExhausted, Stream, exhausted_message
 
@@ -52,7 +54,11 @@ RESTORED_REASON = "taken ahead before a restore fenced it"
 
 
 class LookAhead(Iterator[Lease]):
-    """``stream``'s leases for one consumer, ``depth`` of them taken ahead on a thread.
+    """``stream``'s leases for one consumer, ``depth`` of them taken ahead on a thread, more for a quick loop.
+
+    ``most``: how many it may keep ahead when the loop works on an item for
+    less than a take's round trip (worker_sdk.ahead_depth; default
+    ``ahead_depth.MOST``, ``depth``: always ``depth``).
 
     The stream must have ``lag=None``: each lease is acknowledged as
     consumed once the consumer asks for the next one. The consumer's side
@@ -70,16 +76,18 @@ class LookAhead(Iterator[Lease]):
         name: str = "shardline-look-ahead",
         refill: int | None = None,
         retries: int = 0,
+        most: int | None = None,
     ):
         if stream.lag is not None:
             raise ValueError("LookAhead reads a stream with lag=None (its consumer says what it consumed)")
         if depth < 1:
             raise ValueError(f"depth must be at least 1, not {depth}")
         self._stream = stream
-        self._depth = depth
-        # It takes again once fewer than this are ahead (default: as soon as
-        # the consumer starts one); lower, fewer takes of more leases each.
-        self._refill = depth if refill is None else max(1, min(refill, depth))
+        self._depth = Depth(depth, most)  # under _cond
+        # It takes again once fewer than this are ahead (default: _refill_at);
+        # lower, fewer takes of more leases each.
+        self._refill = None if refill is None else max(1, min(refill, depth))
+        self._handed_at: float | None = None  # when the consumer got its lease in hand (its time on it follows)
         # Takes that found nothing it makes again, until its consumer begins,
         # before it waits for the consumer's own: one opened before then (the
         # next epoch's) may meet that epoch being made by another take.
@@ -116,18 +124,23 @@ class LookAhead(Iterator[Lease]):
         stream = self._stream
         while True:
             with self._cond:
-                while not self._closed and (len(self._ahead) >= self._refill or self._idle or self._consumer_takes):
+                while not self._closed and (
+                    len(self._ahead) >= self._refill_at() or self._idle or self._consumer_takes
+                ):
                     self._cond.wait()
                 if self._closed:
                     return
                 self._taking = True
-                count = min(self._depth - len(self._ahead), MAX_COUNT)
+                count = min(self._depth.size() - len(self._ahead), MAX_COUNT)
             generation = stream.generation
             leases: list[Lease] = []
+            took: float | None = None
             try:
                 self._tell()
                 leaser = stream.leaser()
+                began = time.monotonic()
                 leases = stream.next_ahead(count)
+                took = time.monotonic() - began
             except errors.ShardlineError as exc:
                 # The consumer's own take meets the same condition and says it.
                 log.debug("work queue %s: a take ahead failed: %s", stream.name, exc)
@@ -139,6 +152,8 @@ class LookAhead(Iterator[Lease]):
                 with self._cond:
                     self._taking = False
                     closed = self._closed
+                    if took is not None:
+                        self._depth.took(took)
                     for lease in [] if closed else leases:
                         # Under _cond: a give-back asked of it, or the news
                         # that it is lost, finds it in reach from now on.
@@ -160,6 +175,19 @@ class LookAhead(Iterator[Lease]):
                 for lease in leases:
                     stream.give_back(lease, STOPPED_REASON)
                 return
+
+    def _refill_at(self) -> int:
+        """Under _cond: it takes again once fewer than this are ahead.
+
+        A depth that follows the loop holds two round trips of its work
+        (worker_sdk.ahead_depth): it takes again once half is left, so that
+        each take brings half the depth, not the one or two started since
+        the last (a quick loop then sent twice the takes).
+        """
+        if self._refill is not None:
+            return self._refill
+        size = self._depth.size()
+        return (size + 1) // 2 if self._depth.grows else size
 
     def _tell(self) -> None:
         """Tells the stream what the consumer finished and the leaser what it started (the next take carries both)."""
@@ -216,7 +244,9 @@ class LookAhead(Iterator[Lease]):
                 self._consumer_takes = False
                 self._idle = False
                 self._cond.notify_all()
-        self._current = lease
+        with self._cond:
+            self._current = lease
+            self._handed_at = time.monotonic()
         return lease
 
     def poll(self) -> Lease | None:
@@ -238,6 +268,9 @@ class LookAhead(Iterator[Lease]):
     def _finish_current(self) -> None:
         """Under _cond: the consumer asks for its next lease, so it is done with the one in hand."""
         self._begun, self._retries = True, 0
+        if self._handed_at is not None:
+            self._depth.worked(time.monotonic() - self._handed_at)
+            self._handed_at = None
         if self._current is not None:
             self._done.append(self._current)
             self._current = None
@@ -250,6 +283,7 @@ class LookAhead(Iterator[Lease]):
             if generation == self._stream.generation:
                 self._current = lease
                 self._started.append((lease, generation))
+                self._handed_at = time.monotonic()
                 return lease
             self._stale.append(lease)
         return None
@@ -273,10 +307,11 @@ class LookAhead(Iterator[Lease]):
             self._thread.join(_CLOSE_SECONDS)
 
 
-def leases(stream: Stream, depth: int, refill: int | None = None) -> Iterator[Lease]:
+def leases(stream: Stream, depth: int, refill: int | None = None, most: int | None = None) -> Iterator[Lease]:
     """``stream.leases()`` with ``depth`` leases taken ahead (0: none, and ``stream`` then has ``lag=1``).
 
-    ``refill``: take again once fewer than that are ahead (default ``depth``).
+    ``refill``: take again once fewer than that are ahead (default: the
+    depth of the moment); ``most``: ``LookAhead``'s.
 
     Closed before the queue's end (the consumer stopped), it gives back what
     was taken ahead unread and the lease in hand for another attempt.
@@ -284,7 +319,7 @@ def leases(stream: Stream, depth: int, refill: int | None = None) -> Iterator[Le
     if depth == 0:
         yield from stream.leases()
         return
-    yield from consume(LookAhead(stream, depth, refill=refill))
+    yield from consume(LookAhead(stream, depth, refill=refill, most=most))
 
 
 def consume(ahead: LookAhead) -> Iterator[Lease]:
@@ -309,9 +344,9 @@ class Taker:
     gives back what was taken ahead and not started.
     """
 
-    def __init__(self, stream: Stream, depth: int):
+    def __init__(self, stream: Stream, depth: int, most: int | None = None):
         self.stream = stream
-        self._depth = depth
+        self._depth, self._most = depth, most
         self._ahead: LookAhead | None = None
         self._pid: int | None = None
         self._lock = threading.Lock()
@@ -326,7 +361,7 @@ class Taker:
         with self._calls:
             with self._lock:
                 if self._ahead is None or self._pid != os.getpid():
-                    self._ahead, self._pid = LookAhead(self.stream, self._depth), os.getpid()
+                    self._ahead, self._pid = LookAhead(self.stream, self._depth, most=self._most), os.getpid()
                 ahead = self._ahead
             meter = self.stream.meter
             meter.wait()

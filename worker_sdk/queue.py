@@ -61,9 +61,12 @@ class WorkQueue:
                     ``take()``, ``input_dataset()``, ``dataset()``'s first
                     slot, a DataLoader without loader processes) while it
                     works on one, so that it does not wait on a take
-                    between two items (default 1; 0: take when asked).
-                    An item taken ahead and not started goes to a worker
-                    that has nothing to read.
+                    between two items. Default (None): one, and more for a
+                    loop that works on an item for less than a take's round
+                    trip, as many as it works through in two round trips,
+                    16 at most (worker_sdk.ahead_depth). N: always N; 0:
+                    take when asked. An item taken ahead and not started
+                    goes to a worker that has nothing to read.
     client          a worker_sdk.client.Client to talk through (default: one
                     over HTTP to ``url``, retrying for ``retry_seconds``)
     """
@@ -88,7 +91,7 @@ class WorkQueue:
         worker=None,
         retry_seconds=None,
         split_tail=None,
-        look_ahead=1,
+        look_ahead=None,
         client: Client | None = None,
     ):
         if not isinstance(works, list) or not works:
@@ -114,9 +117,14 @@ class WorkQueue:
         self.lease_timeout = lease_timeout
         self.max_attempts = max_attempts
         self.split_tail = split_tail
-        if not isinstance(look_ahead, int) or isinstance(look_ahead, bool) or look_ahead < 0:
-            raise ValueError(f"look_ahead must be an integer of at least 0, not {look_ahead!r}")
-        self.look_ahead = look_ahead
+        if look_ahead is not None and (
+            not isinstance(look_ahead, int) or isinstance(look_ahead, bool) or look_ahead < 0
+        ):
+            raise ValueError(f"look_ahead must be None or an integer of at least 0, not {look_ahead!r}")
+        # The items kept ahead at least, and at most when the loop is quick
+        # (None: ahead_depth.MOST); a number given is kept to.
+        self.look_ahead = 1 if look_ahead is None else look_ahead
+        self.look_ahead_most: int | None = None if look_ahead is None else look_ahead
         self.local_work_mgr = local_work_mgr
         self.worker = worker or os.environ.get("SHARDLINE_WORKER") or (local_work_mgr and local_work_mgr.worker) or None
         # A LocalWorkMgr's restart is this process's: a forked child (a loader)
@@ -128,7 +136,7 @@ class WorkQueue:
         # The process that uses what this queue reads (the torch adapter's
         # loader processes read for their main process); default: the worker.
         self.consumer: str | None = None
-        self._consumers = Consumers(self._new_leaser, self._state_lock, look_ahead)
+        self._consumers = Consumers(self._new_leaser, self._state_lock, self.look_ahead, self.look_ahead_most)
         at_exit.register(self)
         if local_work_mgr is not None:
             local_work_mgr.attach(self)
@@ -268,7 +276,7 @@ class WorkQueue:
         self.__dict__.update(state)
         self._state_lock = threading.RLock()  # job, then leaser (which reads job)
         self._job = QueueJob(self._client, self.spec, self.name, self._state_lock, job)
-        self._consumers = Consumers(self._new_leaser, self._state_lock, self.look_ahead)
+        self._consumers = Consumers(self._new_leaser, self._state_lock, self.look_ahead, self.look_ahead_most)
         at_exit.register(self)
 
     # -- plain Python ---------------------------------------------------------
@@ -280,7 +288,8 @@ class WorkQueue:
         given back as failed, so another attempt reads it.
         """
         stream = self.whole_items_stream()
-        with closing(stall.timed(look_ahead.leases(stream, self.look_ahead), stream.meter)) as leases:
+        leases = look_ahead.leases(stream, self.look_ahead, most=self.look_ahead_most)
+        with closing(stall.timed(leases, stream.meter)) as leases:
             for lease in leases:
                 yield lease.item
 
@@ -302,7 +311,7 @@ class WorkQueue:
         unread rest of a slice off to an idle worker at the end of the queue.
         The next item is leased ahead while the loop reads one (``look_ahead``).
         """
-        return ranges(self.loop_stream(tracks=True), self.look_ahead)
+        return ranges(self.loop_stream(tracks=True), self.look_ahead, self.look_ahead_most)
 
     @contextmanager
     def lease(self):

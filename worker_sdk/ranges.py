@@ -84,15 +84,16 @@ class WorkRange:
             self._tracker = None
 
 
-def ranges(stream: Stream, depth: int = 0) -> Iterator[WorkRange]:
+def ranges(stream: Stream, depth: int = 0, most: int | None = None) -> Iterator[WorkRange]:
     """One WorkRange per leased item of ``stream``; each completed when the next is asked for.
 
     ``depth``: leases taken ahead while the loop reads one (worker_sdk.look_ahead;
     ``stream`` then has ``lag=None``), so that the loop does not wait on a
-    take between two ranges. A range taken ahead and not started is given
-    back to a worker with nothing to read, as a whole item is.
+    take between two ranges (``most``: ``look_ahead.LookAhead``'s). A range
+    taken ahead and not started is given back to a worker with nothing to
+    read, as a whole item is.
     """
-    with closing(stall.timed(look_ahead.leases(stream, depth), stream.meter)) as leases:
+    with closing(stall.timed(look_ahead.leases(stream, depth, most=most), stream.meter)) as leases:
         for lease in leases:
             work = WorkRange(stream, lease)
             try:

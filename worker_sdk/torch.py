@@ -132,7 +132,10 @@ class WorkQueueDataset(IterableDataset):
         self, stream, in_loader: bool, depth: int, loader: loader_receipts.LoaderReceipts | None = None
     ) -> Iterator:
         turns = self.turns if in_loader else None
-        leases = turns.leases(stream) if turns is not None else look_ahead.leases(stream, depth)
+        if turns is not None:
+            leases = turns.leases(stream)
+        else:
+            leases = look_ahead.leases(stream, depth, most=self.queue.look_ahead_most)
         sibling = None
         if in_loader and turns is None:
             # A DataLoader in order: an idle loader leaves the tail to those reading.

@@ -3,7 +3,7 @@
 A slot took its next item only once its consumer had received the last one
 whole, so a TF loop fed by one slot waited for a take at every item's end
 (10-15 ms on a 2-core machine, per item). With ``WorkQueue(look_ahead=1)``
-(the default) the first slot's next item is leased on a thread while it
+(the default's least) the first slot's next item is leased on a thread while it
 reads one (worker_sdk.look_ahead), and that slot is the one that takes when
 no sibling reads; one taken ahead and not started goes back unread when the
 loop stops. Real server, real TensorFlow.
@@ -30,7 +30,9 @@ def counts(queue):
 def test_the_next_item_is_leased_while_the_consumer_reads_and_given_back_unread_when_it_stops(
     sdk_env, tmp_path, cycle_length
 ):
-    queue = WorkQueue(sliced_works(tmp_path, 4, 4), shuffle=False)
+    # One item ahead, whatever the pace: this loop takes no time, so the
+    # default would keep more (worker_sdk.ahead_depth).
+    queue = WorkQueue(sliced_works(tmp_path, 4, 4), shuffle=False, look_ahead=1)
     records = queue.dataset(cycle_length=cycle_length).as_numpy_iterator()
     # The first item whole and the second's first record: near a job's end
     # (here, all of it) a worker takes ahead once its pace is known, so from

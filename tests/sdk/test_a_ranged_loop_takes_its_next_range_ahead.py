@@ -60,7 +60,9 @@ def counts(queue):
 
 
 def test_ranges_leases_the_next_range_while_the_loop_reads_and_gives_back_what_it_did_not_start(sdk_env, tmp_path):
-    queue = WorkQueue(sliced_works(tmp_path, 4, 5), shuffle=False)
+    # One range ahead, whatever the pace: this loop takes no time, so the
+    # default would keep more (worker_sdk.ahead_depth).
+    queue = WorkQueue(sliced_works(tmp_path, 4, 5), shuffle=False, look_ahead=1)
     works = queue.ranges()
     first = next(works)
     assert list(first.records()) == every_record(4, 5)[:5]

@@ -90,7 +90,8 @@ def input_dataset(queue: WorkQueue):
         # Closed early, the dataset gives back the item in hand for another
         # attempt and what was taken ahead unread.
         stream = queue.whole_items_stream()
-        with closing(stall.timed(look_ahead.leases(stream, queue.look_ahead), stream.meter)) as leases:
+        leases = look_ahead.leases(stream, queue.look_ahead, most=queue.look_ahead_most)
+        with closing(stall.timed(leases, stream.meter)) as leases:
             for lease in leases:
                 yield lease.item.encode()
 
@@ -283,7 +284,13 @@ def interleaved_dataset(
 
     def records(sizer=None):
         return interleave(
-            lambda: queue.stream(lag=None, tracks=True), read, cycle_length, block_length, queue.look_ahead, sizer
+            lambda: queue.stream(lag=None, tracks=True),
+            read,
+            cycle_length,
+            block_length,
+            queue.look_ahead,
+            sizer,
+            most=queue.look_ahead_most,
         )
 
     if hand_over_seconds:  # 0 or None: one record at a time
