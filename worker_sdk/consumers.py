@@ -32,9 +32,7 @@ class Consumers:
     slots) share one, and a job replaced meanwhile is never half-seen.
     """
 
-    def __init__(
-        self, make_leaser: Callable[[], Leaser], lock: threading.RLock, look_ahead_depth: int, most: int | None
-    ):
+    def __init__(self, make_leaser: Callable[[], Leaser], lock: threading.RLock, look_ahead_depth: int, most: int):
         self._make_leaser = make_leaser
         self._lock = lock
         self._depth, self._most = look_ahead_depth, most

@@ -57,8 +57,8 @@ class LookAhead(Iterator[Lease]):
     """``stream``'s leases for one consumer, ``depth`` of them taken ahead on a thread, more for a quick loop.
 
     ``most``: how many it may keep ahead when the loop works on an item for
-    less than a take's round trip (worker_sdk.ahead_depth; default
-    ``ahead_depth.MOST``, ``depth``: always ``depth``).
+    less than two take round trips (worker_sdk.ahead_depth; None: always
+    ``depth``).
 
     The stream must have ``lag=None``: each lease is acknowledged as
     consumed once the consumer asks for the next one. The consumer's side
@@ -152,7 +152,7 @@ class LookAhead(Iterator[Lease]):
                 with self._cond:
                     self._taking = False
                     closed = self._closed
-                    if took is not None:
+                    if took is not None and leases:  # one that found nothing says little of the next
                         self._depth.took(took)
                     for lease in [] if closed else leases:
                         # Under _cond: a give-back asked of it, or the news

@@ -16,7 +16,7 @@ import threading
 from contextlib import closing, contextmanager
 from functools import partial
 
-from . import at_exit, look_ahead, resumable, stall
+from . import ahead_depth, at_exit, look_ahead, resumable, stall
 from . import tf as tf_support
 from .client import Client
 from .consumers import Consumers
@@ -62,8 +62,8 @@ class WorkQueue:
                     slot, a DataLoader without loader processes) while it
                     works on one, so that it does not wait on a take
                     between two items. Default (None): one, and more for a
-                    loop that works on an item for less than a take's round
-                    trip, as many as it works through in two round trips,
+                    loop that works on an item for less than two take round
+                    trips, as many as it works through in two round trips,
                     16 at most (worker_sdk.ahead_depth). N: always N; 0:
                     take when asked. An item taken ahead and not started
                     goes to a worker that has nothing to read.
@@ -121,10 +121,10 @@ class WorkQueue:
             not isinstance(look_ahead, int) or isinstance(look_ahead, bool) or look_ahead < 0
         ):
             raise ValueError(f"look_ahead must be None or an integer of at least 0, not {look_ahead!r}")
-        # The items kept ahead at least, and at most when the loop is quick
-        # (None: ahead_depth.MOST); a number given is kept to.
+        # The items kept ahead at least, and at most when the loop is quick;
+        # a number given is kept to.
         self.look_ahead = 1 if look_ahead is None else look_ahead
-        self.look_ahead_most: int | None = None if look_ahead is None else look_ahead
+        self.look_ahead_most = ahead_depth.MOST if look_ahead is None else look_ahead
         self.local_work_mgr = local_work_mgr
         self.worker = worker or os.environ.get("SHARDLINE_WORKER") or (local_work_mgr and local_work_mgr.worker) or None
         # A LocalWorkMgr's restart is this process's: a forked child (a loader)

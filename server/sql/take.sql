@@ -159,9 +159,10 @@ WITH req AS (
     -- to its siblings could wait on them forever.
     -- Never a rank of synchronous training (%(sync)s): it needs its share of
     -- the epoch however slow it is, and no other rank reads more for it.
-    -- A take ahead (%(ahead)s) is for the items after the one in hand: its
-    -- worker finishes the last of them %(count)s items' time after that
-    -- one (as many as it takes ahead at once: the look-ahead's depth). Near the end
+    -- A take ahead (%(ahead)s) is for the items after the one in hand and
+    -- those it already holds ahead, not started (a look-ahead takes again
+    -- once half its depth is left): its worker finishes the last of them
+    -- that many items' time and %(count)s more after that one. Near the end
     -- it is deferred, too, while its worker's pace is not known (no item
     -- finished): a slow worker's first take ahead would otherwise decide
     -- the job's end before any rule could tell it is slow.
@@ -245,7 +246,13 @@ WITH req AS (
             -- item it would lease (a take ahead: and those before it), and
             -- since when its takes have been deferred.
             SELECT mine.seconds_per_record * n.records
-                     * CASE WHEN %(ahead)s::boolean THEN 1 + %(count)s::integer ELSE 1 END AS seconds,
+                     * CASE WHEN %(ahead)s::boolean
+                            THEN 1 + %(count)s::integer
+                                 + (SELECT count(*) FROM shardline_item AS h
+                                     WHERE h.job_id = %(job)s AND h.worker = %(worker)s AND h.state = 'leased'
+                                       AND h.ahead AND h.id <> ALL (%(started)s::bigint[])
+                                       AND h.id NOT IN (SELECT id FROM req))
+                            ELSE 1 END AS seconds,
                    (SELECT w.deferred_since FROM shardline_worker AS w
                      WHERE w.job_id = %(job)s AND w.name = %(worker)s) AS deferred_since
               FROM next_item AS n

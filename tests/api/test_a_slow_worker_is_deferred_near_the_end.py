@@ -229,3 +229,25 @@ def test_a_take_ahead_neither_starts_nor_ends_a_deferral(worker_client, job_near
     since = deferred_since(job_id, "slow")
     worker_client.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "slow", "ahead": True}, format="json")
     assert deferred_since(job_id, "slow") == since
+
+
+def test_a_take_ahead_counts_what_its_worker_holds_ahead_and_has_not_started(worker_client, job_name):
+    # A look-ahead takes again while it still holds leases ahead (once half
+    # its depth is left): the item it asks for comes after those too. 14
+    # items, one in hand each, 11 pending: the fast workers drain them in
+    # 5.5 s. The slow one, at 2.5 s per item, finishes the item after its
+    # own in 5 s (it may lease it ahead); holding that one, the next would
+    # end in 7.5 s (not ahead), unless its consumer has started it.
+    job = create_job(worker_client, job_name, [f"/d/{i}" for i in range(14)], shuffle=False)
+    for name in ("fast-1", "fast-2", "slow"):
+        take(worker_client, job["id"], name)
+    pace(job["id"], "fast-1", 50, 50.0)
+    pace(job["id"], "fast-2", 50, 50.0)
+    pace(job["id"], "slow", 10, 25.0)
+    path = f"/api/v1/jobs/{job['id']}/leases/"
+    first = worker_client.post(path, {"worker": "slow", "ahead": True}, format="json").json()["leases"]
+    assert len(first) == 1
+    again = worker_client.post(path, {"worker": "slow", "ahead": True}, format="json")
+    assert again.status_code == 200 and again.json()["leases"] == []
+    started = worker_client.post(path, {"worker": "slow", "ahead": True, "started": [first[0]["id"]]}, format="json")
+    assert len(started.json()["leases"]) == 1
