@@ -10,7 +10,8 @@
 --   asked      a request this worker made that is still unanswered: it waits
 --              for that one rather than asking a second holder.
 --   victim     the live lease taken ahead the longest ago (its holder is
---              the slowest to start it), not of the asker's own consumer
+--              the slowest to start it; of several taken together, the
+--              one it would start last), not of the asker's own consumer
 --              (it reads its own), not asked in the last %(stale)s seconds.
 --   proposed   the request: split_for and split_asked_at, no split_at.
 --   notified   wakes the holder's heartbeat if it waits on the server.
@@ -34,7 +35,9 @@ WITH job AS (
      WHERE (SELECT n FROM asked) = 0
        AND NOT EXISTS (SELECT FROM shardline_worker AS h
                         WHERE h.job_id = j.id AND h.name = i.worker AND h.consumer = %(consumer)s)
-     ORDER BY i.leased_at
+     -- Of the leases one take ahead brought together, the one its holder
+     -- would start last (they are handed out in this order, reversed).
+     ORDER BY i.leased_at, i.epoch DESC, i.position DESC
      LIMIT 1
        FOR UPDATE OF i SKIP LOCKED
 ), proposed AS (

@@ -188,3 +188,16 @@ def test_an_item_taken_ahead_and_completed_before_any_request_said_it_started_is
         body = {"worker": "reader", "complete": [{"id": ahead["id"], "token": ahead["token"]}]}
         assert take(worker_client, job["id"], **body)["completed"] == [ahead["id"]]
     assert row(ahead["id"])[:2] == ("done", False)
+
+
+def test_of_several_taken_ahead_together_the_one_its_holder_would_start_last_is_asked(worker_client, job_name):
+    # A look-ahead over a quick loop takes several at once and starts them
+    # in the order they came: the first is the one it starts next (and would
+    # refuse to give back), the last the one it reaches last.
+    job = create_job(worker_client, job_name, ["/data/a", "/data/b", "/data/c", "/data/d"], shuffle=False)
+    take(worker_client, job["id"], "quick")
+    paced(job["id"], "quick")
+    ahead = take(worker_client, job["id"], "quick", ahead=True, count=3)["leases"]
+    assert [lease["item"] for lease in ahead] == ["/data/b", "/data/c", "/data/d"]
+    take(worker_client, job["id"], "idle")
+    assert [row(lease["id"])[2] for lease in ahead] == [None, None, "idle"]
