@@ -28,7 +28,7 @@ and whole items, read by the loop itself with the SDK's reader (no claims,
 so no splits: their bar is the best schedule of whole slices, the "bound"):
 
   items      for item in queue.items(): for line in readers.records(item): ...
-             (the next item taken ahead while the loop reads: WorkQueue's look_ahead=1)
+             (items taken ahead while the loop reads: WorkQueue's look_ahead, the default)
   items0     the same with look_ahead=0 (each item taken when the loop asks)
   take       the same over eager queue.take() until OutOfRangeError
   takegraph  the same over a graph's queue.take() op, run in a tf.compat.v1.Session
@@ -225,7 +225,7 @@ def shape_worker(index, url, key, works, name, speed, split_tail, shape, ready, 
         token=key,
         worker=f"w{index}",
         split_tail=split_tail,
-        look_ahead=0 if shape == "items0" else 1,
+        look_ahead=0 if shape == "items0" else None,
     )
     job = queue.job  # attached before the start: the run measures dispatch, not set-up
     # A DataLoader's loader processes start now, and wait for the start. A

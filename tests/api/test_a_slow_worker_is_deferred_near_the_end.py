@@ -22,6 +22,17 @@ def pace(job_id, name, items_done, busy_seconds, records_done=None):
     )
 
 
+def one_in_hand_each(client, job_name, items: int, slow_seconds: float):
+    """A job of ``items`` items, one in hand for each of two workers at 1 s per item and one at ``slow_seconds``."""
+    job = create_job(client, job_name, [f"/d/{i}" for i in range(items)], shuffle=False)
+    for name in ("fast-1", "fast-2", "slow"):
+        take(client, job["id"], name)
+    pace(job["id"], "fast-1", 50, 50.0)
+    pace(job["id"], "fast-2", 50, 50.0)
+    pace(job["id"], "slow", 10, 10 * slow_seconds)
+    return job
+
+
 @pytest.fixture
 def job_near_its_end(worker_client, job_name):
     job = create_job(worker_client, job_name, [f"/d/{i}" for i in range(6)], shuffle=False)
@@ -119,12 +130,7 @@ def test_a_take_ahead_counts_the_item_in_hand(worker_client, job_name):
     # start it only once that one is done. 9 items left, the fast workers
     # drain them in 4.5 s; the slow one, at 3 s per item, would finish its
     # next in 3 s (it may lease it) but the one after in 6 s (not ahead).
-    job = create_job(worker_client, job_name, [f"/d/{i}" for i in range(12)], shuffle=False)
-    for name in ("fast-1", "fast-2", "slow"):
-        take(worker_client, job["id"], name)
-    pace(job["id"], "fast-1", 50, 50.0)
-    pace(job["id"], "fast-2", 50, 50.0)
-    pace(job["id"], "slow", 10, 30.0)
+    job = one_in_hand_each(worker_client, job_name, 12, slow_seconds=3.0)
     ahead = worker_client.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": "slow", "ahead": True}, format="json")
     assert ahead.status_code == 200 and ahead.json()["leases"] == []
     assert len(take(worker_client, job["id"], "slow")["leases"]) == 1
@@ -238,12 +244,7 @@ def test_a_take_ahead_counts_what_its_worker_holds_ahead_and_has_not_started(wor
     # 5.5 s. The slow one, at 2.5 s per item, finishes the item after its
     # own in 5 s (it may lease it ahead); holding that one, the next would
     # end in 7.5 s (not ahead), unless its consumer has started it.
-    job = create_job(worker_client, job_name, [f"/d/{i}" for i in range(14)], shuffle=False)
-    for name in ("fast-1", "fast-2", "slow"):
-        take(worker_client, job["id"], name)
-    pace(job["id"], "fast-1", 50, 50.0)
-    pace(job["id"], "fast-2", 50, 50.0)
-    pace(job["id"], "slow", 10, 25.0)
+    job = one_in_hand_each(worker_client, job_name, 14, slow_seconds=2.5)
     path = f"/api/v1/jobs/{job['id']}/leases/"
     first = worker_client.post(path, {"worker": "slow", "ahead": True}, format="json").json()["leases"]
     assert len(first) == 1
