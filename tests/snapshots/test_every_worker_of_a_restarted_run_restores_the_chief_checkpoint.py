@@ -15,7 +15,7 @@ SCRIPT = "tests/snapshots/train_worker.py"
 ITEMS = 40
 
 
-@pytest.mark.parametrize("look_ahead", [0, 1])
+@pytest.mark.parametrize("look_ahead", [0, 1, "auto"])
 def test_all_workers_restore_once_and_read_again_exactly_what_followed_the_snapshot(sdk_env, tmp_path, look_ahead):
     # With a look-ahead, take() holds the next item leased when the snapshot
     # is made and when the run dies: it is read again, once, as any other lease.

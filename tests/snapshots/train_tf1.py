@@ -22,7 +22,9 @@ def main():
     parser.add_argument("works", nargs="+")
     args = parser.parse_args()
 
-    queue = WorkQueue(args.works, num_epochs=2, seed=9, name="resume_tf1")
+    # One item ahead whatever the loop's pace, so that the test can count the
+    # leases a crash leaves (the default keeps more ahead of a quick loop).
+    queue = WorkQueue(args.works, num_epochs=2, seed=9, name="resume_tf1", look_ahead=1)
     item = queue.take()  # registers the queue's SaveableObject in this graph
     global_step = tf.train.get_or_create_global_step()
     total = tf.Variable(0, dtype=tf.int64, name="bytes_read")

@@ -21,7 +21,9 @@ def main():
     parser.add_argument("works", nargs="+")
     args = parser.parse_args()
 
-    queue = WorkQueue(args.works, num_epochs=2, seed=5, name="resume_tf2")
+    # One item ahead whatever the loop's pace, so that the test can count the
+    # leases a crash leaves (the default keeps more ahead of a quick loop).
+    queue = WorkQueue(args.works, num_epochs=2, seed=5, name="resume_tf2", look_ahead=1)
     model = tf.keras.Sequential([tf.keras.Input(shape=(2,)), tf.keras.layers.Dense(3)])
     optimizer = tf.keras.optimizers.SGD(0.01)
     ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer, work_queue=queue)

@@ -19,7 +19,8 @@ def main():
     parser.add_argument("--cost", type=float, default=0.05)
     parser.add_argument("--save-after", type=int, default=0)
     parser.add_argument("--crash-after", type=int, default=0)
-    parser.add_argument("--look-ahead", type=int, default=0)
+    # auto: the queue's default (more ahead of a quick loop).
+    parser.add_argument("--look-ahead", type=lambda value: None if value == "auto" else int(value), default=0)
     args = parser.parse_args()
 
     queue = WorkQueue(
