@@ -50,7 +50,10 @@ MAX_COUNT = 64
 # after a take found nothing (the server's retry_after while an epoch is made).
 _RETRY_SECONDS = 0.05
 STOPPED_REASON = "the consumer stopped before starting this item (taken ahead)"
-RESTORED_REASON = "taken ahead before a restore fenced it"
+# A take ahead that left before a restore may reach the server before it
+# (the restore fences what it brought) or after it (valid leases): both are
+# given back unread, and the reason must be true of either.
+RESTORED_REASON = "taken ahead while a restore of the job was on its way: not read"
 
 
 class LookAhead(Iterator[Lease]):
@@ -290,7 +293,8 @@ class LookAhead(Iterator[Lease]):
 
     def _give_back_stale(self, stale: list[Lease]) -> None:
         for lease in stale:
-            self._stream.give_back(lease, RESTORED_REASON)  # fenced: the server refuses it, and nothing is read
+            # Fenced, the server refuses it; leased after the restore, it goes back unread.
+            self._stream.give_back(lease, RESTORED_REASON)
 
     def close(self) -> None:
         """Stops taking ahead and gives back what was taken and not started (the lease in hand stays open)."""
