@@ -173,17 +173,13 @@ WITH req AS (
                              -- only where its lower bound (every item one record) defers.
                              WHEN mine.seconds_per_record > 2 * others.workers / others.records_per_second
                                   AND due.seconds > r.items / others.records_per_second
-                                  -- A deferral ends once the job has gone as long as this
-                                  -- worker's next item would take with no item finished:
-                                  -- the others were to finish everything by then. A
-                                  -- misjudgement (others whose consumers wait on a
-                                  -- deferred loader of theirs read nothing, however fast
-                                  -- they were) then costs no more than the rule meant to
-                                  -- save. Counted from the deferral's start alone, a long
-                                  -- deferral let the worker take one of the job's last
-                                  -- pieces while the others were still finishing, and the
-                                  -- job waited on it (bench/RESULTS.md).
-                                  AND coalesce(shardline_now() - due.quiet_since < make_interval(secs => due.seconds),
+                                  -- A deferral ends once it has lasted as long as this
+                                  -- worker's next item would take: the others were to
+                                  -- finish everything by then. A misjudgement (others
+                                  -- whose consumers wait on a deferred loader of theirs
+                                  -- read nothing, however fast they were) then costs
+                                  -- no more than the rule meant to save.
+                                  AND coalesce(shardline_now() - due.deferred_since < make_interval(secs => due.seconds),
                                                true)
                              THEN due.seconds > (SELECT records FROM todo) / others.records_per_second
                              ELSE false
@@ -248,7 +244,7 @@ WITH req AS (
       LEFT JOIN LATERAL (
             -- How long this worker would take, at its pace, to finish the
             -- item it would lease (a take ahead: and those before it), and
-            -- since when its takes have been deferred while nothing finished.
+            -- since when its takes have been deferred.
             SELECT mine.seconds_per_record * n.records
                      * CASE WHEN %(ahead)s::boolean
                             THEN 1 + %(count)s::integer
@@ -257,14 +253,8 @@ WITH req AS (
                                        AND h.ahead AND h.id <> ALL (%(started)s::bigint[])
                                        AND h.id NOT IN (SELECT id FROM req))
                             ELSE 1 END AS seconds,
-                   -- Since when it has been deferred with no item of the job
-                   -- finished (null: not deferred). The index item_completed
-                   -- answers the newest completion.
-                   (SELECT greatest(w.deferred_since,
-                                    (SELECT max(f.completed_at) FROM shardline_item AS f
-                                      WHERE f.job_id = %(job)s AND f.completed_at IS NOT NULL))
-                      FROM shardline_worker AS w
-                     WHERE w.job_id = %(job)s AND w.name = %(worker)s AND w.deferred_since IS NOT NULL) AS quiet_since
+                   (SELECT w.deferred_since FROM shardline_worker AS w
+                     WHERE w.job_id = %(job)s AND w.name = %(worker)s) AS deferred_since
               FROM next_item AS n
             OFFSET 0
            ) AS due ON mine.seconds_per_record IS NOT NULL

@@ -226,24 +226,6 @@ def test_a_deferral_lasts_no_longer_than_the_workers_own_next_item(worker_client
     assert deferred_since(job_id, "slow") is None
 
 
-def test_a_deferral_lasts_while_the_others_finish_items(worker_client, job_near_its_end):
-    # The bound is for others that read nothing. Counted from the deferral's
-    # start alone, a slow worker deferred through most of a job took one of
-    # its last pieces while the others, finishing items all along, were
-    # about to end it, and the job waited on that piece.
-    job_id = job_near_its_end["id"]
-    assert take(worker_client, job_id, "slow")["retry_after"] == 0.5
-    since = deferred_since(job_id, "slow")
-    held = Item.objects.get(job_id=job_id, worker="fast-1", state="leased")
-    finished = take(worker_client, job_id, "fast-1", complete=[{"id": held.id, "token": held.token}])
-    assert finished["completed"] == [held.id] and len(finished["leases"]) == 1  # it reads on
-    Worker.objects.filter(job_id=job_id, name="slow").update(deferred_since=since - timedelta(seconds=10))
-    assert take(worker_client, job_id, "slow")["retry_after"] == 0.5  # an item finished just now
-    Item.objects.filter(id=held.id).update(completed_at=since - timedelta(seconds=4.1))
-    assert len(take(worker_client, job_id, "slow")["leases"]) == 1  # nothing finished for its item's 4 s
-    assert deferred_since(job_id, "slow") is None
-
-
 def test_a_take_ahead_neither_starts_nor_ends_a_deferral(worker_client, job_near_its_end):
     job_id = job_near_its_end["id"]
     ahead = worker_client.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "slow", "ahead": True}, format="json")
