@@ -24,15 +24,18 @@ log = logging.getLogger("worker_sdk")
 
 
 class Consumers:
-    """This process's leaser, streams and takers for one queue.
+    """This process's leaser, streams and takers for one queue (``WorkQueue.consumers``): what the SDK's adapters read with.
 
-    ``make_leaser`` builds the process's leaser (it creates or attaches the
+    ``name``: the queue's, for its streams' messages. ``make_leaser`` builds the process's leaser (it creates or attaches the
     job first); ``lock`` is the queue's, held while the leaser is made, so
     that threads making their first take at once (``dataset()``'s interleave
     slots) share one, and a job replaced meanwhile is never half-seen.
     """
 
-    def __init__(self, make_leaser: Callable[[], Leaser], lock: threading.RLock, look_ahead_depth: int, most: int):
+    def __init__(
+        self, name: str, make_leaser: Callable[[], Leaser], lock: threading.RLock, look_ahead_depth: int, most: int
+    ):
+        self._name = name
         self._make_leaser = make_leaser
         self._lock = lock
         self._depth, self._most = look_ahead_depth, most
@@ -70,31 +73,53 @@ class Consumers:
                 self._pid = pid
             return self._leaser
 
-    def stream(self, name: str, lag: int | None, tracks: bool, upto_epoch: int | None, sync: bool) -> Stream:
-        stream = Stream(self.leaser, name, lag, tracks, upto_epoch, sync)
+    def stream(
+        self, lag: int | None = 1, tracks: bool = False, upto_epoch: int | None = None, sync: bool = False
+    ) -> Stream:
+        """A new consumer of the queue (see worker_sdk.stream); ``tracks``: its reader claims records.
+
+        ``upto_epoch`` and ``sync``: a rank of synchronous training (worker_sdk.sync).
+        """
+        stream = Stream(self.leaser, self._name, lag, tracks, upto_epoch, sync)
         self._streams.add(stream)
         return stream
 
-    def whole_items_stream(self, name: str) -> Stream:
+    def whole_items_stream(self) -> Stream:
         """A stream for a loop over whole items, shaped for ``look_ahead.leases(stream, depth)``."""
-        return self.loop_stream(name, tracks=False)
+        return self.loop_stream(tracks=False)
 
-    def loop_stream(self, name: str, tracks: bool) -> Stream:
+    def loop_stream(self, tracks: bool) -> Stream:
         """A stream for a loop of this process that reads one lease at a time, shaped for ``look_ahead.leases(stream, depth)``.
 
         ``tracks``: its reader claims the records of record ranges (``ranges()``,
         a DataLoader's reader without loader processes), so their leases,
         taken ahead too, may be split from the start.
         """
-        return self.stream(name, None if self._depth else 1, tracks, None, False)
+        return self.stream(None if self._depth else 1, tracks)
 
-    def taker(self, name: str) -> look_ahead.Taker:
-        taker = look_ahead.Taker(self.whole_items_stream(name), self._depth, self._most)
+    def taker(self) -> look_ahead.Taker:
+        """A consumer that takes one item per call (``take()``), the queue's look-ahead of them leased ahead."""
+        taker = look_ahead.Taker(self.whole_items_stream(), self._depth, self._most)
         self._takers.add(taker)
         return taker
 
-    def opened_ahead(self, stream: Stream, depth: int, refill: int | None, retries: int) -> look_ahead.LookAhead:
-        """A look-ahead over ``stream`` that starts taking now, before its consumer begins (``look_ahead.consume``)."""
+    def default_taker(self) -> look_ahead.Taker:
+        """This process's shared taker: the one eager ``take()`` hands items from, one after another."""
+        if self._default is None or self._pid != os.getpid():
+            self.leaser()
+            self._default = self.taker()
+        return self._default
+
+    def opened_ahead(
+        self, stream: Stream, depth: int, refill: int | None = None, retries: int = 0
+    ) -> look_ahead.LookAhead:
+        """A look-ahead over ``stream`` (one of these) that takes now, before its consumer begins.
+
+        Its consumer reads it with ``look_ahead.consume``; what it took and
+        no consumer began goes back unread with its ``close()``, with
+        ``close_opened()``, or as the queue closes. ``retries``: takes that
+        found nothing made again first.
+        """
         ahead = look_ahead.LookAhead(stream, depth, refill=refill, retries=retries)
         self._opened.add(ahead)
         return ahead
@@ -105,11 +130,17 @@ class Consumers:
             if not ahead.begun:
                 ahead.close()
 
-    def default_taker(self, name: str) -> look_ahead.Taker:
-        if self._default is None or self._pid != os.getpid():
-            self.leaser()
-            self._default = self.taker(name)
-        return self._default
+    def release_unfinished(self, reason: str) -> None:
+        """Gives back unread every item this process holds and no consumer of it finished (a loader process ending)."""
+        leaser = self.current
+        if leaser is not None:
+            leaser.release_unfinished(reason)
+
+    def leave_handed(self) -> None:
+        """This process handed every item it holds to another and ends: they stay leased for the receiver."""
+        leaser = self.current
+        if leaser is not None:
+            leaser.leave_to_receiver()
 
     def reset_after_restore(self) -> None:
         """The server fenced every lease: forget them, and let finished consumers read again from the snapshot."""

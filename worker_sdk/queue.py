@@ -24,7 +24,7 @@ from .job import QueueJob
 from .leaser import Leaser
 from .names import default_worker_name, job_name_for, job_parts
 from .ranges import ranges
-from .stream import QueueExhausted, Stream
+from .stream import QueueExhausted
 from .sync import HandedLeases
 from .transport import Transport
 
@@ -136,7 +136,9 @@ class WorkQueue:
         # The process that uses what this queue reads (the torch adapter's
         # loader processes read for their main process); default: the worker.
         self.consumer: str | None = None
-        self._consumers = Consumers(self._new_leaser, self._state_lock, self.look_ahead, self.look_ahead_most)
+        self._consumers = Consumers(
+            self.name, self._new_leaser, self._state_lock, self.look_ahead, self.look_ahead_most
+        )
         at_exit.register(self)
         if local_work_mgr is not None:
             local_work_mgr.attach(self)
@@ -226,45 +228,17 @@ class WorkQueue:
         """
         self._leaser()
 
-    def stream(
-        self, lag: int | None = 1, tracks: bool = False, upto_epoch: int | None = None, sync: bool = False
-    ) -> Stream:
-        """A new consumer of this queue (see worker_sdk.stream); ``tracks``: its reader claims records.
+    @property
+    def consumers(self) -> Consumers:
+        """This process's streams, look-aheads and takers of the queue (worker_sdk.consumers), which the SDK's adapters read with.
 
-        ``upto_epoch`` and ``sync``: a rank of synchronous training (worker_sdk.sync).
+        Not ``consumer``, the name of the process that uses what this one reads.
         """
-        return self._consumers.stream(self.name, lag, tracks, upto_epoch, sync)
-
-    def opened_ahead(
-        self, stream: Stream, depth: int, refill: int | None = None, retries: int = 0
-    ) -> look_ahead.LookAhead:
-        """A look-ahead over ``stream`` (one of this queue's) that takes now, before its consumer begins.
-
-        Its consumer reads it with ``look_ahead.consume``; what it took and
-        no consumer began goes back unread with its ``close()``, or as the
-        queue closes. ``retries``: takes that found nothing made again first.
-        """
-        return self._consumers.opened_ahead(stream, depth, refill, retries)
-
-    def close_opened(self) -> None:
-        """Gives back what look-aheads opened ahead of their consumer took, where that consumer has not begun."""
-        self._consumers.close_opened()
+        return self._consumers
 
     def handed_leases(self) -> HandedLeases:
         """Completes or gives back leases another process took and handed over with their records (worker_sdk.sync)."""
         return HandedLeases(self._client)
-
-    def release_unfinished(self, reason: str) -> None:
-        """Gives back unread every item this process holds and no consumer of it finished (a loader process ending)."""
-        leaser = self._consumers.current
-        if leaser is not None:
-            leaser.release_unfinished(reason)
-
-    def leave_handed(self) -> None:
-        """This process handed every item it holds to another and ends: they stay leased for the receiver."""
-        leaser = self._consumers.current
-        if leaser is not None:
-            leaser.leave_to_receiver()
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -276,7 +250,9 @@ class WorkQueue:
         self.__dict__.update(state)
         self._state_lock = threading.RLock()  # job, then leaser (which reads job)
         self._job = QueueJob(self._client, self.spec, self.name, self._state_lock, job)
-        self._consumers = Consumers(self._new_leaser, self._state_lock, self.look_ahead, self.look_ahead_most)
+        self._consumers = Consumers(
+            self.name, self._new_leaser, self._state_lock, self.look_ahead, self.look_ahead_most
+        )
         at_exit.register(self)
 
     # -- plain Python ---------------------------------------------------------
@@ -287,22 +263,11 @@ class WorkQueue:
         If the loop stops early (break, an exception), the item in hand is
         given back as failed, so another attempt reads it.
         """
-        stream = self.whole_items_stream()
+        stream = self._consumers.whole_items_stream()
         leases = look_ahead.leases(stream, self.look_ahead, most=self.look_ahead_most)
         with closing(stall.timed(leases, stream.meter)) as leases:
             for lease in leases:
                 yield lease.item
-
-    def whole_items_stream(self) -> Stream:
-        """A stream for a loop over whole items, shaped for ``look_ahead.leases(stream, self.look_ahead)``."""
-        return self._consumers.whole_items_stream(self.name)
-
-    def loop_stream(self, tracks: bool) -> Stream:
-        """A stream for a loop that reads one lease at a time, shaped for ``look_ahead.leases(stream, self.look_ahead)``.
-
-        ``tracks``: the loop's reader claims records (worker_sdk.lease_records).
-        """
-        return self._consumers.loop_stream(self.name, tracks)
 
     def ranges(self):
         """One ``WorkRange`` per leased item, for readers of one's own that claim records (worker_sdk.ranges).
@@ -311,7 +276,7 @@ class WorkQueue:
         unread rest of a slice off to an idle worker at the end of the queue.
         The next item is leased ahead while the loop reads one (``look_ahead``).
         """
-        return ranges(self.loop_stream(tracks=True), self.look_ahead, self.look_ahead_most)
+        return ranges(self._consumers.loop_stream(tracks=True), self.look_ahead, self.look_ahead_most)
 
     @contextmanager
     def lease(self):
@@ -319,7 +284,7 @@ class WorkQueue:
 
         Raises QueueExhausted when every item has been taken.
         """
-        stream = self.stream()
+        stream = self._consumers.stream()
         stream.timed_next()
         try:
             yield stream.open[-1].item
@@ -474,11 +439,3 @@ class WorkQueue:
     def saveable(self):
         """TF1 graphs: registers (once per graph) and returns the SaveableObject that Saver() saves."""
         return tf_support.saveable(self)
-
-    def default_taker(self) -> look_ahead.Taker:
-        """This process's shared taker: the one eager ``take()`` hands items from, one after another."""
-        return self._consumers.default_taker(self.name)
-
-    def taker(self) -> look_ahead.Taker:
-        """A consumer that takes one item per call (``take()``), ``look_ahead`` of them leased ahead."""
-        return self._consumers.taker(self.name)

@@ -200,11 +200,11 @@ class OpenedEpoch:
     def __init__(self, queue, plan: EpochPlan, ahead: int):
         self.plan = plan
         self.quota = plan.steps * plan.batch_size
-        stream = queue.stream(lag=None, tracks=True, upto_epoch=plan.epoch, sync=True)
+        stream = queue.consumers.stream(lag=None, tracks=True, upto_epoch=plan.epoch, sync=True)
         stream.budget = Budget(self.quota)
         stream.from_epoch = plan.epoch
         self.stream = stream
-        self._ahead = queue.opened_ahead(stream, ahead, refill=1, retries=OPENED_RETRIES)
+        self._ahead = queue.consumers.opened_ahead(stream, ahead, refill=1, retries=OPENED_RETRIES)
         # Its thread keeps the look-ahead alive: dropped unread (its loader
         # was), this goes, and so does what it took.
         weakref.finalize(self, self._ahead.close)
@@ -256,7 +256,7 @@ def read_epoch(
     if opened is not None:
         stream, leases = opened.stream, opened.begin()
     else:
-        stream = queue.stream(lag=None if ahead else 1, tracks=quota is not None, upto_epoch=epoch, sync=True)
+        stream = queue.consumers.stream(lag=None if ahead else 1, tracks=quota is not None, upto_epoch=epoch, sync=True)
         stream.budget = Budget(quota) if quota is not None else None
         stream.handoff = handoff
         stream.from_epoch = epoch if alone else None

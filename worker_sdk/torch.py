@@ -115,13 +115,15 @@ class WorkQueueDataset(IterableDataset):
         if in_loader and self.board is not None and self.reader is not None:
             # The loop's process claims what it receives: a lease is
             # acknowledged once received whole (worker_sdk.receipts).
-            stream = self.queue.stream(lag=None, tracks=True)
+            stream = self.queue.consumers.stream(lag=None, tracks=True)
             self.board.started(info.id)
             loader = loader_receipts.LoaderReceipts(self.board, info.id, stream, self.batched, self.drop_last)
             loader_receipts.adopt(loader)
             return self._read(stream, in_loader, depth, loader)
         tracks = self.reader is not None
-        stream = self.queue.loop_stream(tracks) if not in_loader else self.queue.stream(tracks=tracks)
+        stream = (
+            self.queue.consumers.loop_stream(tracks) if not in_loader else self.queue.consumers.stream(tracks=tracks)
+        )
         if in_loader or self.stall is not None:
             return self._read(stream, in_loader, depth)
         # The loop's own process reads (num_workers=0): its waits for records

@@ -126,11 +126,11 @@ class _LoaderEnd:
 
     def read_all(self) -> None:
         self.ended = True
-        self.queue.leave_handed()
+        self.queue.consumers.leave_handed()
 
     def _exit(self) -> None:
         if not self.ended:
-            self.queue.release_unfinished(f"epoch {self.epoch} stopped before the rank trained on this item")
+            self.queue.consumers.release_unfinished(f"epoch {self.epoch} stopped before the rank trained on this item")
 
 
 class SyncLoader:
@@ -250,7 +250,7 @@ class SyncLoader:
         # on a thread) are answered, on every rank before rank 0 counts: the
         # count would hold records no rank reads.
         self.next_plan = self.opened = None
-        self.queue.close_opened()
+        self.queue.consumers.close_opened()
         self.queue.settle()
         if world > 1:
             collectives.all_agree(self.group, True)

@@ -18,7 +18,7 @@ def test_untracking_an_older_lease_leaves_the_tracker_of_its_item_leased_again(s
     path = tmp_path / "part.csv"
     path.write_text("".join(f"{i}\n" for i in range(100)))
     queue = WorkQueue([f"{path}?start=0&end=100"], shuffle=False)
-    first_reader = queue.stream(tracks=True)
+    first_reader = queue.consumers.stream(tracks=True)
     lease = first_reader.next()
     assert (lease.start, lease.end) == (0, 100)
     old_tracker = first_reader.track(lease)
@@ -26,7 +26,7 @@ def test_untracking_an_older_lease_leaves_the_tracker_of_its_item_leased_again(s
 
     # The same item, leased again under a newer token and read by a second reader.
     again = dataclasses.replace(lease, token=lease.token + 1)
-    second_reader = queue.stream(tracks=True)
+    second_reader = queue.consumers.stream(tracks=True)
     new_tracker = second_reader.track(again)
     claim = lease_records.claimer(second_reader, new_tracker)
     assert claim(0) and claim(1)

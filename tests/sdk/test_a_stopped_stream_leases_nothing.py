@@ -19,7 +19,7 @@ def test_a_stopped_stream_takes_nothing_in_any_of_its_takes(sdk_env, tmp_path):
     path = tmp_path / "records.csv"
     path.write_text("".join(f"{i}\n" for i in range(4)))
     queue = WorkQueue([f"{path}?start=0&end=2", f"{path}?start=2&end=4"], shuffle=False)
-    stream = queue.stream(lag=None, tracks=True)
+    stream = queue.consumers.stream(lag=None, tracks=True)
     first = stream.next()
     assert (first.start, first.end) == (0, 2)
     stream.stop()

@@ -238,7 +238,7 @@ def test_an_item_given_back_and_leased_again_by_the_same_process_is_still_held(s
     # item (the same id, a new token) before the release's answer is handled:
     # that lease must stay held, so that its heartbeat keeps it.
     queue = WorkQueue(["/a"], shuffle=False)
-    leaser = queue.whole_items_stream().leaser()
+    leaser = queue.consumers.whole_items_stream().leaser()
     (first,), _answer = leaser.take(wait=False)
     again = []
     release = leaser.client.release

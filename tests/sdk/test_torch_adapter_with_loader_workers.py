@@ -78,7 +78,7 @@ def test_a_loader_that_waits_on_the_server_does_not_hold_up_its_siblings_batches
     read.write_text("".join(f"read,{j}\n" for j in range(40)))
     works = [str(held), str(read)]
     holder = WorkQueue(works, shuffle=False, name="torch_waiting_sibling", worker="holder")
-    stream = holder.stream()
+    stream = holder.consumers.stream()
     assert stream.next().item == str(held)
     released, lock = {}, threading.Lock()
 
@@ -124,7 +124,7 @@ def test_a_loader_waiting_at_the_end_waits_for_what_its_parent_process_still_rea
     item = tmp_path / "held.csv"
     item.write_text("held,0\n")
     holder = WorkQueue([str(item)], name="torch_parent_reads", worker="holder")
-    stream = holder.stream()
+    stream = holder.consumers.stream()
     assert stream.next().item == str(item)
     queue = WorkQueue([str(item)], name="torch_parent_reads", worker="trainer")
     job_id = queue.job["id"]

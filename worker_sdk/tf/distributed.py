@@ -113,7 +113,7 @@ def dataset(
         # The input pipeline's waits on this generator are the worker's data
         # stall, as for WorkQueue.dataset() (worker_sdk.tf.ops says why there)
         # (a stream of the queue only names this process's clock of it).
-        return stall.timed(records(), stall.Meter(lambda: queue.stream().stall_clock()))
+        return stall.timed(records(), stall.Meter(lambda: queue.consumers.stream().stall_clock()))
 
     signature = output_signature or tf.TensorSpec(shape=[], dtype=tf.string)
     data = tf.data.Dataset.from_generator(timed, output_signature=signature)

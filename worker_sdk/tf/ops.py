@@ -72,8 +72,8 @@ def take(queue: WorkQueue):
     _track(queue)
     if tf.executing_eagerly():
         # Each call hands over the next item; the previous one is done.
-        return tf.constant(_next_bytes(queue.default_taker()))
-    taker = queue.taker()
+        return tf.constant(_next_bytes(queue.consumers.default_taker()))
+    taker = queue.consumers.taker()
     with tf.name_scope(queue.name):
         work = tf.compat.v1.py_func(lambda: _py_take(taker), [], tf.string, stateful=True, name="take")
     work.set_shape([])
@@ -89,7 +89,7 @@ def input_dataset(queue: WorkQueue):
         # next, and the next is leased ahead meanwhile (WorkQueue's look_ahead).
         # Closed early, the dataset gives back the item in hand for another
         # attempt and what was taken ahead unread.
-        stream = queue.whole_items_stream()
+        stream = queue.consumers.whole_items_stream()
         leases = look_ahead.leases(stream, queue.look_ahead, most=queue.look_ahead_most)
         with closing(stall.timed(leases, stream.meter)) as leases:
             for lease in leases:
@@ -211,7 +211,7 @@ def input_producer(queue: WorkQueue):
     # the items still in the reader and the queue; they are acknowledged when
     # the session's readers have finished (WorkQueue.close(), run at normal
     # exit), and meanwhile the server knows this worker is at its end.
-    runner_take = _RunnerTake(queue.stream(lag=3))
+    runner_take = _RunnerTake(queue.consumers.stream(lag=3))
     with tf.name_scope(queue.name):
         work = tf.compat.v1.py_func(runner_take, [], tf.string, stateful=True, name="take")
         work.set_shape([])
@@ -284,7 +284,7 @@ def interleaved_dataset(
 
     def records(sizer=None):
         return interleave(
-            lambda: queue.stream(lag=None, tracks=True),
+            lambda: queue.consumers.stream(lag=None, tracks=True),
             read,
             cycle_length,
             block_length,
