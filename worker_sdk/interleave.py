@@ -19,8 +19,7 @@ when a slot reads it. A slot reads ahead at most what the buffer holds; a
 split may cut below what it read, and the records read past the cut are
 dropped when they reach the consumer, never delivered (the remainder's new
 holder reads them). A slot acknowledges its item once the consumer has
-received it whole (as its last record is handed on, if the slot's reader
-has ended by then), and only then may take another as a consumer does: a slot
+received it whole, and only then may take another as a consumer does: a slot
 whose reader ran ahead is not an idle worker (it would ask for splits and
 lease items its consumer reaches only later). What the first slot leases
 ahead is leased as such: the server hands it no split's piece, and gives it
@@ -72,16 +71,6 @@ class _Reading:
         self._claim = lease_records.claimer(stream, self.tracker)
         self.received = lease.start  # the position of the next record the consumer receives
         self.finished = threading.Event()  # the consumer received it whole, or its reader failed
-        # Records the consumer took from the buffer, received or dropped past
-        # a split (its thread), and those the slot put once its reader ended
-        # cleanly (None: not yet, or it failed; the slot's thread).
-        self.taken = 0
-        self.put: int | None = None
-
-    def took(self, count: int) -> bool:
-        """The consumer took ``count`` more of its records: whether they were its last (its reader has ended)."""
-        self.taken += count
-        return self.taken == self.put
 
     def split_off(self, position: int) -> bool:
         """Whether record ``position`` went to another worker (a slot reads no further)."""
@@ -185,7 +174,6 @@ def interleave(
         source = None
         position = reading.lease.start
         first, block = position, []
-        count = 0  # records put
         began = 0.0  # with blocks: when the block's first record was read
         try:
             source = iter(read(reading.lease))
@@ -206,7 +194,6 @@ def interleave(
                     if not (slots.starved() or stop.is_set() or blocks.clock() - began >= blocks.seconds):
                         continue
                 put(_Block(reading, first, block))
-                count += len(block)
                 first, block = position, []
         except Stopped:
             raise
@@ -221,14 +208,7 @@ def interleave(
                 close()  # the reader's file, when a split stopped it early
         if block:
             put(_Block(reading, first, block))
-            count += len(block)
-        reading.put = count
-        # Record by record, the consumer ends the item itself as it takes the
-        # last record (the loop then works on it while this slot takes its
-        # next item): the _End is for a consumer that took them all before
-        # ``put`` was set. In blocks, records received are handed on later.
-        if blocks is not None or reading.taken >= count:
-            put(_End(reading))
+        put(_End(reading))
         return True
 
     def slot(stream: Stream) -> None:
@@ -302,24 +282,14 @@ def interleave(
             if message is None:
                 running -= 1
             elif isinstance(message, _Block):
-                reading = message.reading
                 for offset, record in enumerate(message.records):
-                    if message.first is not None and not reading.claim(message.first + offset):
-                        # Read ahead past a split: dropped, the remainder's holder reads it.
-                        if blocks is None and reading.took(len(message.records) - offset) and out(reading):
-                            reading.done()
-                        break
+                    if message.first is not None and not message.reading.claim(message.first + offset):
+                        break  # read ahead past a split: dropped, the remainder's holder reads it
                     if blocks is not None:
                         hand.append(record)
                         if len(hand) >= blocks.size():
                             yield from handed()
                         continue
-                    if reading.took(1) and out(reading):
-                        # Received whole as its last record is handed on: the
-                        # slot takes and reads its next item while the loop
-                        # works on this record, not after it (a wait on the
-                        # slot's thread at every item's end).
-                        reading.done()
                     meter.got()
                     yield record
                     meter.wait()

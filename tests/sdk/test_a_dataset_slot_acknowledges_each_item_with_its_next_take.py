@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from worker_sdk import WorkQueue, readers
+from worker_sdk import WorkQueue
 from worker_sdk.client import Client
 
 from .sliced_file import every_record, sliced_works
@@ -67,28 +67,3 @@ def test_slots_that_wait_for_their_turn_still_acknowledge_every_item(sdk_env, tm
     carried = sum(count for kind, count in sent if kind == "take")
     alone = sum(count for kind, count in sent if kind == "complete")
     assert carried + alone >= 6, sent
-
-
-def test_one_slot_starts_its_next_item_while_the_loop_works_on_the_last_record(sdk_env, tmp_path):
-    # The consumer ends an item as its last record is handed on, so the
-    # slot reads the next item while the loop works on that record: the loop
-    # then finds the next record waiting, not a take and a read at every
-    # item's end (bench/RESULTS.md). The loop here waits, holding each
-    # item's last record, until the reader of the next item is called.
-    works = sliced_works(tmp_path, 3, 2)
-    opened = {work: threading.Event() for work in works}
-
-    def reader(item, offset):
-        opened[item].set()
-        yield from readers.records(item, offset)
-
-    queue = WorkQueue(works, shuffle=False)
-    records = []
-    for record in queue.dataset(reader=reader, cycle_length=1).as_numpy_iterator():
-        records.append(record)
-        if len(records) % 2 == 0 and len(records) < 6:
-            following = works[len(records) // 2]
-            assert opened[following].wait(30), f"the next item's reader was not called while the loop held {record}"
-    assert records == every_record(3, 2)
-    marks = queue.watermarks()
-    assert (marks["done"], marks["leased"], marks["pending"]) == (3, 0, 0)
