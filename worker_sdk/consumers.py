@@ -26,8 +26,9 @@ log = logging.getLogger("worker_sdk")
 class Consumers:
     """This process's leaser, streams and takers for one queue (``WorkQueue.consumers``): what the SDK's adapters read with.
 
-    ``name``: the queue's, for its streams' messages. ``make_leaser`` builds the process's leaser (it creates or attaches the
-    job first); ``lock`` is the queue's, held while the leaser is made, so
+    ``name``: the queue's, for its streams' messages. ``make_leaser``
+    builds the process's leaser (it creates or attaches the job first);
+    ``lock`` is the queue's, held while the leaser is made, so
     that threads making their first take at once (``dataset()``'s interleave
     slots) share one, and a job replaced meanwhile is never half-seen.
     """
