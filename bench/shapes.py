@@ -34,6 +34,15 @@ so no splits: their bar is the best schedule of whole slices, the "bound"):
   takegraph  the same over a graph's queue.take() op, run in a tf.compat.v1.Session
   inputs     the same over queue.input_dataset()
 
+and, for the TF shapes, a floor that no dispatch is in:
+
+  tffloor    each worker's fair share of the records (a contiguous range
+             sized by its speed, so that all would end together) read through
+             tf.data.Dataset.from_generator with the options dataset() sets,
+             no queue at all: what a record-by-record TF loop costs on this
+             machine beside the records' own work (TensorFlow's per-record
+             CPU, 8 TF processes sharing the cores)
+
 SyncLoader (synchronous training) is not a row here but bench/ddp_sync.py:
 its ranks run the same steps an epoch, so a rank 4x slower sets the pace of
 every rank at each step's all-reduce, whatever hands out the data, and there
@@ -104,8 +113,9 @@ SHAPES = (
     "take",
     "takegraph",
     "inputs",
+    "tffloor",
 )
-TF_SHAPES = ("dataset1", "dataset4", "blocks1", "blocks4", "take", "takegraph", "inputs")
+TF_SHAPES = ("dataset1", "dataset4", "blocks1", "blocks4", "take", "takegraph", "inputs", "tffloor")
 SLOW = 0.25  # the slow worker's speed; the others run at 1.0
 BLOCK_SECONDS = 0.01  # the blocks shapes' hand_over_seconds
 PREFETCH = "SHARDLINE_BENCH_PREFETCH_FACTOR"
@@ -160,6 +170,34 @@ def training_loop(queue, shape: str, start=None):
             up.get()
         return lines
     raise ValueError(f"unknown shape {shape!r}: one of {', '.join(SHAPES)}")
+
+
+def static_dataset(work: str):
+    """One slice's records through ``from_generator``, with the options ``dataset()`` sets (the TF floor)."""
+    import tensorflow as tf
+
+    from worker_sdk import readers
+
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    options.autotune.enabled = False
+    dataset = tf.data.Dataset.from_generator(
+        lambda: readers.records(work), output_signature=tf.TensorSpec(shape=[], dtype=tf.string)
+    )
+    return dataset.with_options(options).as_numpy_iterator()
+
+
+def fair_shares(costs: list[float], speeds: list[float]) -> list[tuple[int, int]]:
+    """Contiguous record ranges, one per worker, each as near its speed's share of the total cost as whole records allow."""
+    total, edges, spent, at = sum(costs), [0], 0.0, 0
+    for speed in speeds[:-1]:
+        target = spent + total * speed / sum(speeds)
+        while at < len(costs) and spent + costs[at] / 2 < target:
+            spent += costs[at]
+            at += 1
+        edges.append(at)
+    edges.append(len(costs))
+    return list(zip(edges, edges[1:]))
 
 
 def item_strings(queue, shape: str):
@@ -217,6 +255,14 @@ def shape_worker(index, url, key, works, name, speed, split_tail, shape, ready, 
     elif shape.startswith(("torch", "loader")):
         import torch.utils.data  # noqa: F401
 
+    if shape == "tffloor":  # no queue: works holds this worker's share
+        lines = static_dataset(works[index])
+        gc.collect()
+        ready.put(index)
+        wait_for_start(go, start_value)
+        read, last = train(lines, speed, start_value.value)
+        out.put({"index": index, "job": None, "read": read, "last": last, "exited": time.time()})
+        return
     queue = WorkQueue(
         works,
         shuffle=False,
@@ -247,16 +293,21 @@ def shape_worker(index, url, key, works, name, speed, split_tail, shape, ready, 
     gc.collect()
     ready.put(index)
     wait_for_start(go, start_value)
-    start = start_value.value
+    read, last = train(lines if lines is not None else training_loop(queue, shape), speed, start_value.value)
+    exited = time.time()
+    queue.close()
+    out.put({"index": index, "job": job["id"], "read": read, "last": last, "exited": exited})
+
+
+def train(lines, speed: float, start: float) -> tuple[list[int], float]:
+    """The training loop: each record's cost slept at this worker's speed. The records read and the last one's time."""
     read, last = [], start
-    for line in lines if lines is not None else training_loop(queue, shape):
+    for line in lines:
         record, cost = bytes(line).split(b",")
         time.sleep(float(cost) / speed)
         last = time.time()
         read.append(int(record))
-    exited = time.time()
-    queue.close()
-    out.put({"index": index, "job": job["id"], "read": read, "last": last, "exited": exited})
+    return read, last
 
 
 def run_shape(url, key, works, speeds, split_tail, shape, records) -> dict:
@@ -341,7 +392,11 @@ def main():
                         if label == "split_off" and args.no_split_off:
                             cells.append("-")
                             continue
-                        result = run_shape(server.url, key, works, speeds, split_tail, shape, args.records)
+                        if shape == "tffloor":
+                            shares = [f"{path}?start={a}&end={b}" for a, b in fair_shares(costs, speeds)]
+                            result = run_shape(server.url, key, shares, speeds, split_tail, shape, args.records)
+                        else:
+                            result = run_shape(server.url, key, works, speeds, split_tail, shape, args.records)
                         row[label] = result
                         cells.append(
                             f"{result['makespan'] / ideal:.2f}x {result['slow_read']:>4} {result['end_lag']:5.2f}s "
