@@ -1,4 +1,4 @@
-"""PyTorch: an IterableDataset over a WorkQueue, and SyncLoader for synchronous (DDP) training (worker_sdk.torch_sync).
+"""PyTorch: an IterableDataset over a WorkQueue; SyncLoader and QueueState for synchronous (DDP) training.
 
 With ``DataLoader(num_workers=N)`` every loader process leases its own items
 (under its own worker name), so fast loaders read more, exactly as workers of
@@ -50,7 +50,8 @@ from .names import default_worker_name
 from .queue import WorkQueue
 
 # Imported with this module, before a script's init_process_group (worker_sdk.collectives says why).
-from .torch_sync import QueueState, SyncLoader
+from .torch_state import QueueState
+from .torch_sync import SyncLoader
 from .turns import LoaderTurns
 
 __all__ = ["QueueState", "SyncLoader", "WorkQueueDataset", "WorkQueueLoader"]
