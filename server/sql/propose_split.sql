@@ -4,10 +4,14 @@
 -- Nothing is cut here: the holder learns of the request with its next
 -- heartbeat and answers with the point it will stop at (cut.sql).
 --
+--   recent     each worker's pace on the record range it completed last,
+--              within %(recent)s seconds (its records over its lease's time).
 --   held       the job's live leases with their record ranges (an item's
 --              own range after a split, else its unit's), the next record
 --              the holder reported (read_to: only holders that track their
---              reading report it) and its pace so far. Not the leases of
+--              reading report it) and its pace so far; until a report tells
+--              it, its pace on its last range (recent), counted from when it
+--              began this one. Not the leases of
 --              the asker's own consumer (as at_end.sql does not wait for
 --              them): that consumer reads them itself, and a DataLoader asks
 --              a loader's sibling for more only once that loader returns, so
@@ -19,9 +23,8 @@
 --              plus %(lead)s seconds for the request to reach it; askable
 --              when it was not asked in the last %(stale)s seconds (a request
 --              is pending, or the holder just refused).
---   idle_paces the paces of the job's workers that hold no lease: the
---              record range each completed last, within %(recent)s seconds
---              (its records over its lease's time). The tail begins as the
+--   idle_paces the recent paces of the job's workers that hold no lease.
+--              The tail begins as the
 --              fast workers finish their ranges, and from the held leases
 --              alone the mean pace was the slow holders' own: a slow holder
 --              was left seconds of reading that the idle workers would
@@ -73,17 +76,37 @@ WITH job AS (
     SELECT id, lease_timeout
       FROM shardline_job
      WHERE id = %(job)s AND split_tail AND state IN ('ready', 'running')
+), recent AS (
+    SELECT DISTINCT ON (i.worker) i.worker,
+           (coalesce(i.range_end, u."end") - coalesce(i.range_start, u.start))
+               / nullif(extract(epoch FROM i.completed_at - i.leased_at), 0) AS rate
+      FROM job AS j
+      JOIN shardline_item AS i ON i.job_id = j.id AND i.state = 'done'
+                              AND i.completed_at > shardline_now() - make_interval(secs => %(recent)s)
+      JOIN LATERAL (SELECT start, "end"
+                      FROM shardline_unit
+                     WHERE job_id = j.id AND idx = i.unit_idx
+                     LIMIT 1) AS u ON true
+     ORDER BY i.worker, i.completed_at DESC, i.id DESC
 ), held AS (
     SELECT i.id, i.split_at, i.split_for, i.split_asked_at, i.read_to, i.holder_id, h.consumer,
            coalesce(i.range_start, u.start) AS first,
            coalesce(i.range_end, u."end") AS stop,
-           extract(epoch FROM shardline_now() - i.read_at) AS since_read,
            -- Unknown (null) until a report says it read something: one sent
            -- as it began says nothing of its pace, and a pace of 0 put the
            -- lease last in line for a split for as long as a held heartbeat
            -- kept the next report (seconds), when it was a slow holder's.
-           nullif(i.read_to - coalesce(i.range_start, u.start), 0)
-               / nullif(extract(epoch FROM i.read_at - i.leased_at), 0) AS rate
+           -- Meanwhile the holder's pace on its last range stands in, from
+           -- when it began this one (a lease taken ahead: when its consumer
+           -- started it; not at all before). Without it every lease of the
+           -- job's last round looked unread until its next report, and idle
+           -- workers asked holders about to finish first, each refusing in
+           -- turn, while the last range waited (bench/RESULTS.md).
+           own.rate AS own_rate,
+           coalesce(own.rate, CASE WHEN NOT i.ahead THEN r.rate END) AS rate,
+           extract(epoch FROM shardline_now() - CASE WHEN own.rate IS NULL
+                                                     THEN greatest(i.read_at, i.leased_at)
+                                                     ELSE i.read_at END) AS since_read
       FROM job AS j
       -- Only leases whose holder reports positions: it tracks its reading
       -- (a plain item string's reader cannot stop at a record).
@@ -94,6 +117,9 @@ WITH job AS (
                       FROM shardline_unit
                      WHERE job_id = j.id AND idx = i.unit_idx
                      LIMIT 1) AS u ON true
+     CROSS JOIN LATERAL (SELECT nullif(i.read_to - coalesce(i.range_start, u.start), 0)
+                                    / nullif(extract(epoch FROM i.read_at - i.leased_at), 0) AS rate) AS own
+      LEFT JOIN recent AS r ON r.worker = i.worker
      WHERE h.consumer IS DISTINCT FROM %(consumer)s
 ), asked AS (
     SELECT count(*) AS n
@@ -102,23 +128,18 @@ WITH job AS (
 ), estimated AS (
     SELECT id, stop, rate, holder_id, consumer,
            split_asked_at IS NULL OR split_asked_at < shardline_now() - make_interval(secs => %(stale)s) AS askable,
-           least(stop, read_to + coalesce(rate, 0) * (since_read + %(lead)s)) AS here
+           least(stop, read_to + coalesce(rate, 0) * (since_read + %(lead)s)) AS here,
+           -- Where its own reports put it: a pace borrowed from the range
+           -- before orders the leases, and never takes one out of the
+           -- running (read slower than that one, it would wait unasked).
+           least(stop, read_to + coalesce(own_rate, 0) * (since_read + %(lead)s)) AS reported
       FROM held
      WHERE stop IS NOT NULL
 ), idle_paces AS (
-    SELECT DISTINCT ON (i.worker)
-           (coalesce(i.range_end, u."end") - coalesce(i.range_start, u.start))
-               / nullif(extract(epoch FROM i.completed_at - i.leased_at), 0) AS rate
-      FROM job AS j
-      JOIN shardline_item AS i ON i.job_id = j.id AND i.state = 'done'
-                              AND i.completed_at > shardline_now() - make_interval(secs => %(recent)s)
-      JOIN LATERAL (SELECT start, "end"
-                      FROM shardline_unit
-                     WHERE job_id = j.id AND idx = i.unit_idx
-                     LIMIT 1) AS u ON true
+    SELECT r.rate
+      FROM recent AS r
      WHERE NOT EXISTS (SELECT FROM shardline_item AS h
-                        WHERE h.job_id = j.id AND h.worker = i.worker AND h.state = 'leased')
-     ORDER BY i.worker, i.completed_at DESC
+                        WHERE h.job_id = %(job)s AND h.worker = r.worker AND h.state = 'leased')
 ), plan AS (
     SELECT p.mean,
            u.unread / nullif(p.known + greatest(w.n - p.rated, 0) * p.mean, 0) AS left,
@@ -145,7 +166,7 @@ WITH job AS (
            SELECT least(%(floor)s,
                         greatest(1, coalesce(ceil(coalesce(nullif(e.rate, 0), p.mean) * %(piece_seconds)s),
                                              %(floor)s)))::bigint AS floor) AS f
-     WHERE e.askable AND (SELECT n FROM asked) = 0 AND e.stop - e.here >= 2 * f.floor
+     WHERE e.askable AND (SELECT n FROM asked) = 0 AND e.stop - e.reported >= 2 * f.floor
 ), chosen AS (
     SELECT id, holder_id, consumer
       FROM candidates
