@@ -69,8 +69,9 @@ STALE_REQUEST = 4 * TAIL_HEARTBEAT + 1.0
 # request and a take (tens of milliseconds) once the holder would take this
 # long to read it, however few records that is. At 0.5 s the last pieces of
 # a job of many slices were too coarse to share: its workers finished up to
-# a second apart (bench/RESULTS.md, 2026-12-01).
-PIECE_SECONDS = 0.15
+# a second apart (bench/RESULTS.md, 2026-12-01); at 0.15 s the last slice of
+# such a job was still cut in two for seven idle workers (2026-12-07).
+PIECE_SECONDS = 0.05
 # An idle worker's pace is that of the record range it completed last,
 # within this long (propose_split.sql): older, it says little of now.
 RECENT_PACE = 10.0
