@@ -361,67 +361,51 @@ def test_a_holder_that_reported_no_progress_is_judged_at_the_mean_pace(worker_cl
     assert list(extend(worker_client, quiet)["splits"]) == [str(quiet["id"])]
 
 
+def last_round(client, job_name, read_at, leased_at):
+    """Worker "near" read 100 records a second on its first range and holds 120 more; "fresh" has just begun 100.
+
+    Neither has reported on its range since it began; "near"'s last report
+    (as it took it) and its start are ``read_at`` and ``leased_at`` seconds ago.
+    """
+    job = create_job(
+        client, job_name, ["/a.csv?start=0&end=100", "/b.csv?start=0&end=120", "/c.csv?start=0&end=100"], shuffle=False
+    )
+    first = take(client, job["id"], "near")["leases"][0]
+    began_seconds_ago(first["id"], 1)
+    assert complete(client, first, records=100).status_code == 200  # 100 records in 1 s
+    near = take(client, job["id"], "near")["leases"][0]
+    fresh = take(client, job["id"], "fresh")["leases"][0]
+    assert (near["item"], fresh["item"]) == ("/b.csv?start=0&end=120", "/c.csv?start=0&end=100")
+    extend(client, near, position=0)  # its report as it began
+    extend(client, fresh, position=0)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE shardline_item SET read_at = now() - make_interval(secs => %s),"
+            " leased_at = now() - make_interval(secs => %s) WHERE id = %s",
+            [read_at, leased_at, near["id"]],
+        )
+    asking = take(client, job["id"], "idle")
+    assert asking["leases"] == [] and asking["waiting_on"] >= 1
+    return near, fresh
+
+
 def test_a_holder_not_heard_from_on_its_new_range_is_judged_by_its_pace_on_the_last(worker_client, job_name):
     # The job's last round: "near" began its 120-record range a second ago at
     # the 100 records a second of its range before, and has not reported
-    # since (a held heartbeat keeps the next report); "fresh" has just begun
-    # 100 records. Judged as if "near" had read nothing, its 120 looked the
-    # most unread: the idle worker asked it, near its end, to refuse, while
-    # "fresh" read on alone.
-    job = create_job(
-        worker_client,
-        job_name,
-        ["/a.csv?start=0&end=100", "/b.csv?start=0&end=120", "/c.csv?start=0&end=100"],
-        shuffle=False,
-    )
-    first = take(worker_client, job["id"], "near")["leases"][0]
-    began_seconds_ago(first["id"], 1)
-    assert complete(worker_client, first, records=100).status_code == 200  # 100 records in 1 s
-    near = take(worker_client, job["id"], "near")["leases"][0]
-    fresh = take(worker_client, job["id"], "fresh")["leases"][0]
-    assert (near["item"], fresh["item"]) == ("/b.csv?start=0&end=120", "/c.csv?start=0&end=100")
-    extend(worker_client, near, position=0)  # its report as it began
-    extend(worker_client, fresh, position=0)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE shardline_item SET leased_at = now() - interval '1 second', read_at = now() - interval '1 second'"
-            " WHERE id = %s",
-            [near["id"]],
-        )
-
-    asking = take(worker_client, job["id"], "idle")
-    assert asking["leases"] == [] and asking["waiting_on"] >= 1
+    # since (a held heartbeat keeps the next report). Judged as if it had
+    # read nothing, its 120 looked the most unread: the idle worker asked
+    # it, near its end, to refuse, while "fresh" read on alone.
+    near, fresh = last_round(worker_client, job_name, read_at=1, leased_at=1)
     assert extend(worker_client, near)["splits"] == {}
     assert list(extend(worker_client, fresh)["splits"]) == [str(fresh["id"])]
 
 
 def test_a_range_taken_ahead_is_judged_from_when_its_consumer_started_it(worker_client, job_name):
-    # "near" took its 120-record range ahead five seconds ago and its loop
-    # started it a tenth of a second ago: at its 100 records a second it
-    # has read about 10. Counted from the take, it would look done, and the
-    # idle worker would ask "fresh" (100 records, just begun) instead.
-    job = create_job(
-        worker_client,
-        job_name,
-        ["/a.csv?start=0&end=100", "/b.csv?start=0&end=120", "/c.csv?start=0&end=100"],
-        shuffle=False,
-    )
-    first = take(worker_client, job["id"], "near")["leases"][0]
-    began_seconds_ago(first["id"], 1)
-    assert complete(worker_client, first, records=100).status_code == 200  # 100 records in 1 s
-    near = take(worker_client, job["id"], "near")["leases"][0]
-    fresh = take(worker_client, job["id"], "fresh")["leases"][0]
-    extend(worker_client, near, position=0)
-    extend(worker_client, fresh, position=0)
-    with connection.cursor() as cursor:  # taken ahead then, started now (take.sql's `started`)
-        cursor.execute(
-            "UPDATE shardline_item SET read_at = now() - interval '5 seconds',"
-            " leased_at = now() - interval '0.1 seconds' WHERE id = %s",
-            [near["id"]],
-        )
-
-    asking = take(worker_client, job["id"], "idle")
-    assert asking["leases"] == [] and asking["waiting_on"] >= 1
+    # "near" took its range ahead five seconds ago and its loop started it a
+    # tenth of a second ago (take.sql's `started`): it has read about 10 of
+    # its 120. Counted from the take, it would look done, and the idle
+    # worker would ask "fresh" instead.
+    near, fresh = last_round(worker_client, job_name, read_at=5, leased_at=0.1)
     assert list(extend(worker_client, near)["splits"]) == [str(near["id"])]
     assert extend(worker_client, fresh)["splits"] == {}
 
