@@ -11,12 +11,12 @@
 --              the holder reported (read_to: only holders that track their
 --              reading report it) and its pace so far; until a report tells
 --              it, its pace on its last range (recent), counted from when it
---              began this one. Not the leases of
---              the asker's own consumer (as at_end.sql does not wait for
---              them): that consumer reads them itself, and a DataLoader asks
---              a loader's sibling for more only once that loader returns, so
---              a loader waiting for its sibling's split waited for good (the
---              sibling, not asked, read no further than the split's floor).
+--              began this one. Not the leases of the asker's own consumer
+--              (as at_end.sql does not wait for them): that consumer reads
+--              them itself, and a DataLoader asks a loader's sibling for
+--              more only once that loader returns, so a loader waiting for
+--              its sibling's split waited for good (the sibling, not asked,
+--              read no further than the split's floor).
 --   asked      a request this worker made that is still unanswered: it waits
 --              for that one rather than splitting a second lease.
 --   estimated  where each holder is now: its report plus its pace since,
@@ -24,11 +24,11 @@
 --              when it was not asked in the last %(stale)s seconds (a request
 --              is pending, or the holder just refused).
 --   idle_paces the recent paces of the job's workers that hold no lease.
---              The tail begins as the
---              fast workers finish their ranges, and from the held leases
---              alone the mean pace was the slow holders' own: a slow holder
---              was left seconds of reading that the idle workers would
---              finish in a fraction of one (bench/shapes.py).
+--              The tail begins as the fast workers finish their ranges, and
+--              from the held leases alone the mean pace was the slow
+--              holders' own: a slow holder was left seconds of reading that
+--              the idle workers would finish in a fraction of one
+--              (bench/shapes.py).
 --   plan       how long the unread records of all leases take if the job's
 --              workers (seen lately: holders and waiting takers, this one
 --              included) share them from now on: left = unread / the sum
