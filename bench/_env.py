@@ -52,3 +52,14 @@ def serve(token_name: str, workers: int = 4):
     from tests.support import ServerProcess, database_url
 
     return ServerProcess(database_url(settings.DATABASES["default"]), workers=workers).start(), key
+
+
+def tf_records(records):
+    """``records()`` (bytes) through ``from_generator``, with the options ``WorkQueue.dataset()`` sets: no queue in it."""
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    options.autotune.enabled = False
+    dataset = tf.data.Dataset.from_generator(records, output_signature=tf.TensorSpec(shape=[], dtype=tf.string))
+    return dataset.with_options(options).as_numpy_iterator()

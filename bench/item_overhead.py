@@ -36,7 +36,7 @@ import time
 import uuid
 
 import _env  # noqa: F401  (first: it sets up the project)
-from _env import percentile, serve
+from _env import percentile, serve, tf_records
 
 SHAPES = ("items", "torch0", "loader2", "take", "dataset1", "dataset4")
 
@@ -76,15 +76,7 @@ def loop(shape: str, queue):
 
 def tf_list(works: list[str]):
     """The items through ``tf.data.Dataset.from_generator``, with the options ``dataset()`` sets."""
-    import tensorflow as tf
-
-    options = tf.data.Options()
-    options.experimental_optimization.inject_prefetch = False
-    options.autotune.enabled = False
-    dataset = tf.data.Dataset.from_generator(
-        lambda: (work.encode() for work in works), output_signature=tf.TensorSpec(shape=[], dtype=tf.string)
-    )
-    return dataset.with_options(options).as_numpy_iterator()
+    return tf_records(lambda: (work.encode() for work in works))
 
 
 def timed(items, compute: float) -> tuple[list[float], float, int]:

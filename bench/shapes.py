@@ -92,7 +92,7 @@ from collections import Counter
 from pathlib import Path
 
 import _env  # noqa: F401  (first: it sets up the project)
-from _env import serve
+from _env import serve, tf_records
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the spawned workers' TensorFlow start-up chatter
 from longtail import cost_file, greedy, run_processes, run_tfdata, slices
@@ -172,21 +172,6 @@ def training_loop(queue, shape: str, start=None):
     raise ValueError(f"unknown shape {shape!r}: one of {', '.join(SHAPES)}")
 
 
-def static_dataset(work: str):
-    """One slice's records through ``from_generator``, with the options ``dataset()`` sets (the TF floor)."""
-    import tensorflow as tf
-
-    from worker_sdk import readers
-
-    options = tf.data.Options()
-    options.experimental_optimization.inject_prefetch = False
-    options.autotune.enabled = False
-    dataset = tf.data.Dataset.from_generator(
-        lambda: readers.records(work), output_signature=tf.TensorSpec(shape=[], dtype=tf.string)
-    )
-    return dataset.with_options(options).as_numpy_iterator()
-
-
 def fair_shares(costs: list[float], speeds: list[float]) -> list[tuple[int, int]]:
     """Contiguous record ranges, one per worker, each as near its speed's share of the total cost as whole records allow."""
     total, edges, spent, at = sum(costs), [0], 0.0, 0
@@ -256,7 +241,9 @@ def shape_worker(index, url, key, works, name, speed, split_tail, shape, ready, 
         import torch.utils.data  # noqa: F401
 
     if shape == "tffloor":  # no queue: works holds this worker's share
-        lines = static_dataset(works[index])
+        from worker_sdk import readers
+
+        lines = tf_records(functools.partial(readers.records, works[index]))
         gc.collect()
         ready.put(index)
         wait_for_start(go, start_value)
@@ -387,16 +374,16 @@ def main():
                 for shape in shapes:
                     row = {"costs": kind, "factor": factor, "slices": count, "shape": shape, "ideal": ideal}
                     row["bound"] = greedy([sum(s) for s in per_slice], speeds) / ideal
+                    shape_works = works
+                    if shape == "tffloor":  # each worker's fair share, by index
+                        shape_works = [f"{path}?start={a}&end={b}" for a, b in fair_shares(costs, speeds)]
                     cells = []
                     for label, split_tail in (("split_on", True), ("split_off", False)):
-                        if label == "split_off" and args.no_split_off:
+                        # tffloor has no queue, so no split_tail to turn off.
+                        if label == "split_off" and (args.no_split_off or shape == "tffloor"):
                             cells.append("-")
                             continue
-                        if shape == "tffloor":
-                            shares = [f"{path}?start={a}&end={b}" for a, b in fair_shares(costs, speeds)]
-                            result = run_shape(server.url, key, shares, speeds, split_tail, shape, args.records)
-                        else:
-                            result = run_shape(server.url, key, works, speeds, split_tail, shape, args.records)
+                        result = run_shape(server.url, key, shape_works, speeds, split_tail, shape, args.records)
                         row[label] = result
                         cells.append(
                             f"{result['makespan'] / ideal:.2f}x {result['slow_read']:>4} {result['end_lag']:5.2f}s "
