@@ -31,13 +31,12 @@ import asyncio
 import itertools
 import json
 import logging
-import time
 
 from a2wsgi import WSGIMiddleware
 
 from worker_sdk import protocol
 
-from . import body_limits, memory, metrics, parking, waiting
+from . import body_limits, holders, memory, metrics, parking, waiting
 from .api import waits
 from .api.waits import GATEWAY_HEADER
 
@@ -106,9 +105,17 @@ class Gateway:
                         await self.inner(run_scope, _replay(body, None), answer.send)
                     finally:
                         wait = waits.taken(run)
-                    if wait is None:
+                    if wait is not None and wait.holders:
+                        holders.back(wait)  # a heartbeat: its holders came back
+                    if wait is None or not wait.seconds:
+                        # Nothing to wait for. A heartbeat with something to
+                        # tell (a split, a give-back, a lost lease) is
+                        # answered at once, and its holders are awaited as
+                        # after a held one.
                         if key is not None:
                             parked_takes.drop(key)
+                        if wait is not None:
+                            holders.answered(wait)
                         return await answer.forward(send)
                     wake_at = None if wait.wake_by is None else loop.time() + wait.wake_by + 0.05
                 if deadline is None:
@@ -118,6 +125,7 @@ class Gateway:
                     # Waited all it asked for, and nothing came that would change the answer.
                     if key is not None:
                         parked_takes.put(key, answer, wait, since, wake_at, loop.time())
+                    holders.answered(wait)  # a heartbeat's: its holders' next one is awaited
                     return await answer.forward(send, {wait.answer: 0.0})
                 timeout = left if wake_at is None else min(left, max(0.0, wake_at - loop.time()))
                 if gone is None:
@@ -132,9 +140,7 @@ class Gateway:
                         await asyncio.wait({woken, gone}, return_when=asyncio.FIRST_COMPLETED)
                         if gone.done():
                             woken.cancel()
-                            if wait.caller is not None and len(_holder_checks) < MAX_HOLDER_CHECKS:
-                                # A heartbeat: its process may have died.
-                                _keep(loop.create_task(_holder_gone(wait, time.monotonic())))
+                            holders.dropped(wait)  # a heartbeat's: its process may have died
                             return  # nobody to answer
                 finally:
                     if entry is not None:
@@ -159,46 +165,6 @@ class Gateway:
         finally:
             if gone is not None and not gone.done():
                 gone.cancel()
-
-
-# Seconds a holder whose waiting heartbeat dropped has to beat again before
-# its leases expire: a blip's reconnect and retry (the SDK retries a failed
-# heartbeat within a second). A process that died closed its sockets.
-HOLDER_GRACE = 1.0
-_holder_checks: set[asyncio.Task] = set()
-# Checks pending at once, at the most: past it (a storm of drops, a database
-# that does not answer) a dead holder's leases expire by their timeout, and
-# the one thread of waiting requests' statements (server/parking.py) is not
-# buried in them.
-MAX_HOLDER_CHECKS = 1000
-
-
-def _keep(task: asyncio.Task) -> None:
-    # The loop keeps only weak references to tasks.
-    _holder_checks.add(task)
-    task.add_done_callback(_holder_checks.discard)
-
-
-async def _holder_gone(wait, dropped_at: float) -> None:
-    """After the grace, expires the holders' leases that nobody extended since their heartbeat dropped."""
-    await asyncio.sleep(HOLDER_GRACE)
-    try:
-        await parking.off_loop(_expire_held, wait, dropped_at)
-    except Exception as exc:  # the database is away: the leases expire by their timeout
-        log.warning("dropped heartbeat not followed up", extra={"event": "holder_check_failed", "reason": repr(exc)})
-
-
-def _expire_held(wait, dropped_at: float) -> None:
-    from django.db import close_old_connections
-
-    from .services import heartbeats
-
-    close_old_connections()
-    # Read just before the statement, whose clock starts after: a lease the
-    # dead holder took before the drop ends before the drop plus its timeout.
-    # (A live holder's lease taken since is kept by its beating again.)
-    since = time.monotonic() - dropped_at
-    heartbeats.holder_gone(wait.job, wait.holders, dict(wait.extended), since, wait.caller)
 
 
 class _Answer:

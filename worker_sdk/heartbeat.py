@@ -36,7 +36,12 @@ HEARTBEAT_WAIT = 3.0
 # out behind it: a web server's outage under the service clock's GAP is not
 # given back, so a beat, the outage and the retry must fit in a lease.
 HEARTBEAT_RETRY_PACE = 1.0
+# After an answer that told something (not held): the next heartbeat goes
+# this soon, to be held. After two in a row, no later than TOLD_AGAIN_PAUSE:
+# a server that holds heartbeats awaits the next one for 5 s
+# (server/holders.py), and a holder of items beats every third of a lease.
 GIVE_BACK_PAUSE = 0.05
+TOLD_AGAIN_PAUSE = 1.0
 
 
 class Heartbeat:
@@ -129,10 +134,14 @@ class Heartbeat:
 
     def _run(self) -> None:
         again = False  # the last heartbeat waited on the server all it asked: beat again at once
-        # It brought give-backs: the next goes soon (the server answers it at
-        # once while one it refused is still asked of it, until the take that
-        # says the lease started clears it) to be held again.
-        soon = False
+        # It told something (a split, a give-back, a lost lease), so the
+        # server answered it at once: the next goes soon, to be held again.
+        # Until it is, no connection says this process lives, and a server
+        # that holds heartbeats expires its leases unless one comes
+        # (server/holders.py). After two such answers in a row (a split
+        # asked of a range not being read yet) not so soon, so that the two
+        # do not ask each other many times a second.
+        soon = told = False
         failing = False  # the last one did not reach the server: the next goes within HEARTBEAT_RETRY_PACE
         while not self._stop.is_set():
             ranges = self.leaser.held.reads_ranges()
@@ -140,7 +149,8 @@ class Heartbeat:
             if failing:
                 # Full jitter, as the transport's backoff: a thousand processes do not retry in step.
                 pace = random.uniform(0, min(self.interval, HEARTBEAT_RETRY_PACE))
-            self._wake.wait(0.0 if again else GIVE_BACK_PAUSE if soon else pace)
+            delay = 0.0 if again else GIVE_BACK_PAUSE if soon else min(pace, TOLD_AGAIN_PAUSE) if told else pace
+            self._wake.wait(delay)
             self._wake.clear()
             again = soon = False
             if self._stop.is_set():
@@ -204,7 +214,9 @@ class Heartbeat:
                     self._beating = False
             for lease_id in answer.get("give_back", []):
                 self.leaser.asked_back(int(lease_id))
-                soon = True
+            told_before = told
+            told = bool(answer.get("splits") or answer.get("give_back") or answer.get("lost"))
+            soon = told and not told_before
             sent = {lease.id: lease for lease in held}
             for lease_id in answer.get("done", []):
                 lease = sent.get(int(lease_id))

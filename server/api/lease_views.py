@@ -195,18 +195,22 @@ class ExtendManyView(APIView):
                 "heartbeat_in": beat.heartbeat_in,
             }
         )
-        if data["wait"] and not beat.splits and not beat.give_back and not beat.lost and len(beat.jobs) == 1:
-            # Held until a split or give-back is asked of a lease of these holders. While
-            # it waits, its connection says the holder lives: dropped
-            # unanswered, the holders' leases expire (server/gateway.py),
-            # unless their restart is to take them back.
+        if data["wait"] and len(beat.jobs) == 1:
+            # Held until a split or give-back is asked of a lease of these
+            # holders; answered at once when one is, or a lease was lost.
+            # While it waits, its connection says the holder lives: dropped
+            # unanswered, the holders' leases expire; once answered, they
+            # expire unless the holders' next heartbeat comes soon
+            # (server/holders.py). Not a restartable holder's: its restart
+            # takes them back.
             (job_id,) = beat.jobs
+            told = beat.splits or beat.give_back or beat.lost
             wait = waits.Wait(
                 # No longer than the pace the server wants positions at
                 # (heartbeat_in): a held heartbeat carried the position from
                 # when it left, and the split planner judged the holders of
                 # a job's tail by reports up to 3 s old.
-                data["wait"] if beat.heartbeat_in is None else min(data["wait"], beat.heartbeat_in),
+                0.0 if told else data["wait"] if beat.heartbeat_in is None else min(data["wait"], beat.heartbeat_in),
                 job_id,
                 holders=beat.holders,
                 answer="heartbeat_in",

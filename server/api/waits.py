@@ -28,6 +28,8 @@ _offered: dict[str, "Wait"] = {}
 class Wait:
     """What an answer may wait for: its request's ``wait`` seconds, and when to ask again regardless."""
 
+    # 0: a heartbeat answered at once (it has something to tell), offered so
+    # that the gateway awaits its holders' next one (server/holders.py).
     seconds: float
     job: int
     waiting_on: int = 0  # leases whose end a take waits for (server/waiting.py counts them down)
@@ -41,8 +43,9 @@ class Wait:
     # A take's worker: a split asked for it and refused wakes it (to ask another holder).
     taker: str | None = None
     # A heartbeat's caller (callers.Caller) and what it extended, to when:
-    # should its connection drop unanswered, the gateway expires the holders'
-    # leases that nobody extended since (heartbeats.holder_gone).
+    # should its connection drop unanswered, or its holders not beat again
+    # soon after its answer, the gateway expires the holders' leases that
+    # nobody extended since (server/holders.py). None: no such check.
     caller: object = None
     extended: tuple = ()
 

@@ -103,6 +103,7 @@ class Holder:
             connection.close()
 
     def beat(self, wait: float = 0.0) -> dict:
+        """A heartbeat; with ``wait``, one the server holds up to that long (as the SDK's)."""
         return self.post("/api/v1/leases/extend/", self.body(wait))
 
     def body(self, wait: float, **more) -> dict:
@@ -213,3 +214,87 @@ def test_a_restartable_holders_leases_wait_for_its_restart(one_process_server, l
     assert [lease["item"] for lease in answer["leases"]] == ["/d"], answer
     kept = Item.objects.get(id=restartable.lease["id"])
     assert (kept.state, kept.worker) == ("leased", restartable.name)
+
+
+# A holder that falls silent once a heartbeat of its was answered: between an
+# answer and the next heartbeat its process holds no connection, and one that
+# died then was noticed only at its lease timeout (a worker killed as its
+# heartbeat came back with a split). The server awaits the next heartbeat for
+# a few seconds after each answer (server/holders.py).
+
+
+def test_a_holder_silent_after_its_held_heartbeat_was_answered_gives_its_lease_back(
+    one_process_server, live_keys, job_name
+):
+    from tests.support import Api
+
+    api = Api(one_process_server.url, live_keys["worker"])
+    job = api.post("/api/v1/jobs/", {"name": job_name, "works": ["/gone"], "lease_timeout": 60}).json()
+    gone = Holder(one_process_server.url, live_keys["worker"], job["id"], f"gone-{uuid.uuid4().hex[:6]}")
+    answer = gone.beat(wait=0.3)  # held all it asked, answered, and never followed
+    assert answer["extended"] and answer["heartbeat_in"] == 0, answer
+
+    taker = f"taker-{uuid.uuid4().hex[:6]}"
+    answer = gone.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": taker, "wait": 20})
+    assert [lease["item"] for lease in answer["leases"]] == ["/gone"], answer  # a lease timeout would be 60 s
+
+
+def test_a_holder_silent_after_a_split_was_asked_of_it_gives_its_lease_back(
+    one_process_server, live_keys, job_name, test_database_url
+):
+    import psycopg
+
+    from tests.support import Api
+
+    api = Api(one_process_server.url, live_keys["worker"])
+    works = ["/data/f.csv?start=0&end=1000"]
+    job = api.post("/api/v1/jobs/", {"name": job_name, "works": works, "lease_timeout": 60}).json()
+    gone = Holder(one_process_server.url, live_keys["worker"], job["id"], f"gone-{uuid.uuid4().hex[:6]}")
+    ref = {"id": gone.lease["id"], "token": gone.lease["token"]}
+    gone.post("/api/v1/leases/extend/", {"leases": [{**ref, "position": 100}]})
+    # It read those 100 records in 10 s: a split is worth asking (committed, for the server to see).
+    with psycopg.connect(test_database_url, autocommit=True) as db:
+        db.execute(
+            "UPDATE shardline_item SET leased_at = now() - interval '10 seconds', read_at = now() WHERE id = %s",
+            [gone.lease["id"]],
+        )
+    taker = f"taker-{uuid.uuid4().hex[:6]}"
+    idle = gone.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": taker})
+    assert idle["leases"] == [] and Item.objects.get(id=gone.lease["id"]).split_at is not None, idle
+
+    # Its heartbeat, which asks to wait, is answered at once with the split;
+    # the holder dies before it answers.
+    answer = gone.post("/api/v1/leases/extend/", {"leases": [{**ref, "position": 101}], "wait": 20})
+    assert answer["splits"] == {str(gone.lease["id"]): Item.objects.get(id=gone.lease["id"]).split_at}, answer
+
+    answer = gone.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": taker, "wait": 20})
+    assert [lease["item"] for lease in answer["leases"]] == works, answer  # a lease timeout would be 60 s
+
+
+def test_a_holder_that_beats_again_after_an_answer_keeps_its_lease(one_process_server, live_keys, job_name):
+    from tests.support import Api
+
+    api = Api(one_process_server.url, live_keys["worker"])
+    job = api.post(
+        "/api/v1/jobs/", {"name": job_name, "works": ["/kept", "/gone"], "shuffle": False, "lease_timeout": 60}
+    ).json()
+    key = live_keys["worker"]
+    kept = Holder(one_process_server.url, key, job["id"], f"kept-{uuid.uuid4().hex[:6]}")
+    gone = Holder(one_process_server.url, key, job["id"], f"gone-{uuid.uuid4().hex[:6]}")
+    assert kept.beat(wait=0.3)["heartbeat_in"] == 0
+    # Its next heartbeat, held while the other's silence is awaited.
+    before = Item.objects.get(id=kept.lease["id"]).expires_at
+    connection = http.client.HTTPConnection(*kept.address, timeout=30)
+    try:
+        connection.request("POST", "/api/v1/leases/extend/", json.dumps(kept.body(30)), kept.headers)
+        wait_until(lambda: extended(kept.lease["id"], before), 10, message="the held heartbeat")
+        assert gone.beat(wait=0.3)["heartbeat_in"] == 0
+
+        # The silent one's item comes back; the one that beat again was awaited first (one process, in order).
+        taker = f"taker-{uuid.uuid4().hex[:6]}"
+        answer = gone.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": taker, "wait": 20})
+        assert [lease["item"] for lease in answer["leases"]] == ["/gone"], answer
+        row = Item.objects.get(id=kept.lease["id"])
+        assert (row.state, row.worker, row.token) == ("leased", kept.name, kept.lease["token"])
+    finally:
+        connection.close()
