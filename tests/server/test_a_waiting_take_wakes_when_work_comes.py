@@ -283,6 +283,34 @@ def test_the_end_of_the_job_wakes_every_waiting_take(api):
         assert result.status == 200 and result.answer["exhausted"] and result.seconds < WAIT / 2
 
 
+def test_a_deferred_take_waits_on_the_server_and_the_jobs_end_answers_it(api, test_database_url):
+    # Near a job's end a much slower worker is deferred (given nothing while
+    # the faster ones finish). Told to ask again in half a second, it slept
+    # that out after the job had ended: its loop ended up to 0.5 s late.
+    job_id = create(api, [f"/d/{i}" for i in range(6)], shuffle=False)
+    held = {name: take(api, job_id, name)["leases"][0] for name in ("fast-1", "fast-2", "slow")}
+    with psycopg.connect(test_database_url, autocommit=True) as db:  # 1 s an item, and 4 s
+        for name, busy in (("fast-1", 50.0), ("fast-2", 50.0), ("slow", 40.0)):
+            db.execute(
+                "UPDATE shardline_worker SET items_done = %s, records_done = %s, busy_seconds = %s"
+                " WHERE job_id = %s AND name = %s",
+                [50 if busy == 50.0 else 10, 50 if busy == 50.0 else 10, busy, job_id, name],
+            )
+    seen = last_seen(api, job_id, "slow")
+    waiting = Waiting(api, job_id, "slow")
+    waiting.start()
+    wait_until(lambda: last_seen(api, job_id, "slow") != seen, 10, 0.02, "the slow worker's take to run")
+
+    # The fast workers take the rest and finish: each completion wakes the
+    # waiting take to run again, and the last one ends the job.
+    rest = api.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "fast-1", "count": 3}).json()["leases"]
+    assert [lease["item"] for lease in rest] == ["/d/3", "/d/4", "/d/5"]
+    for lease in [*rest, *held.values()]:
+        assert api.post(f"/api/v1/leases/{lease['id']}/complete/", {"token": lease["token"]}).ok
+    result = waiting.result()
+    assert result.status == 200 and result.answer["exhausted"] and result.seconds < WAIT / 2, result.answer
+
+
 def test_a_take_that_leaves_is_answered_at_once_whatever_it_asks_to_wait(api):
     # A loader that leaves should its take find nothing (its sibling reads)
     # is never held, even with wait: its caller stops taking instead.
