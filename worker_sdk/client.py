@@ -88,6 +88,7 @@ class Client:
         retry: bool = True,
         restartable: bool = False,
         started: list[bool] | None = None,
+        returns: bool = False,
     ) -> dict:
         """A heartbeat; ``wait``: seconds the server may hold it until a split is asked of one of the leases.
 
@@ -97,6 +98,9 @@ class Client:
         ``restartable``: the holders' restart takes their leases back (a
         dropped heartbeat does not give them back).
         ``started``: per lease, whether its consumer started it (taken ahead).
+        ``returns``: the caller sends its next heartbeat within a second of
+        this one's answer; the server awaits it, and gives the leases back
+        when it does not come (worker_sdk.heartbeat).
         """
         refs = [{"id": lease_id, "token": token} for lease_id, token in leases]
         for ref, position in zip(refs, positions or ()):
@@ -114,6 +118,8 @@ class Client:
             body["stall"] = stall
         if restartable:
             body["restartable"] = True
+        if returns:
+            body["returns"] = True
         return self.transport.request(
             "POST", EXTEND_PATH, json=body, server_wait=wait, retry_pace=retry_pace, retry=retry
         )

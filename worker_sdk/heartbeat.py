@@ -68,6 +68,7 @@ class Heartbeat:
         # whether a newer one came meanwhile.
         self._marking = False
         self._mark_again = False
+        self._answering: set[int] = set()  # leases whose split answer is on its way
         self._stall = stall.Report(leaser.job_id, leaser.consumer)
         self._thread = threading.Thread(target=self._run, name=f"shardline-heartbeat-{self.name}", daemon=True)
         self._thread.start()
@@ -142,7 +143,7 @@ class Heartbeat:
         # asked of a range not being read yet) not so soon, so that the two
         # do not ask each other many times a second.
         soon = told = False
-        failing = False  # the last one did not reach the server: the next goes within HEARTBEAT_RETRY_PACE
+        failing = False  # the last one failed: the next goes within HEARTBEAT_RETRY_PACE
         while not self._stop.is_set():
             ranges = self.leaser.held.reads_ranges()
             pace = self._stall.pace(min(self.interval, self._range_interval) if ranges else self.interval)
@@ -188,6 +189,7 @@ class Heartbeat:
                     retry=False,
                     restartable=self.leaser.restartable,
                     started=started,
+                    returns=True,
                 )
                 self._stall.sent(report)
                 # The server knows: no take need say it again.
@@ -200,7 +202,7 @@ class Heartbeat:
                     # answers for every lease of this worker a split was asked of.
                     reading = self.leaser.held.range_read(int(lease_id))
                     if reading is not None:
-                        self._answer_split(*reading, at, answer.get("split_min_records", 1))
+                        self._answer(*reading, at, answer.get("split_min_records", 1))
             except errors.ConnectionError as exc:
                 if not failing:
                     log.warning("work queue %s: heartbeat failed, retrying: %s", self.name, exc)
@@ -208,6 +210,9 @@ class Heartbeat:
                 continue
             except errors.ShardlineError as exc:
                 log.warning("work queue %s: heartbeat failed: %s", self.name, exc)
+                # Within a second too: the server awaits the next heartbeat
+                # after its last answer (returns), and this one extended nothing.
+                failing = True
                 continue
             finally:
                 with self._lock:
@@ -238,6 +243,28 @@ class Heartbeat:
                 # the item leased again since under a new token.
                 if lease is not None and self.leaser.held.holds(lease):
                     self.leaser.lost(lease.id, "the heartbeat was refused")
+
+    def _answer(self, lease: Lease, tracker: RangeTracker, at: int, min_records: int) -> None:
+        """Answers a split on a thread of its own, unless one for the lease is on its way.
+
+        Not on this thread: an answer is retried until the server takes it,
+        and meanwhile the heartbeats go on, which the server awaits after
+        each answer (``returns``). Until the cut, the server tells the split
+        again at every heartbeat; its answer goes once.
+        """
+        with self._lock:
+            if lease.id in self._answering:
+                return
+            self._answering.add(lease.id)
+
+        def answer() -> None:
+            try:
+                self._answer_split(lease, tracker, at, min_records)
+            finally:
+                with self._lock:
+                    self._answering.discard(lease.id)
+
+        threading.Thread(target=answer, name=f"shardline-split-{self.name}", daemon=True).start()
 
     def _answer_split(self, lease: Lease, tracker: RangeTracker, at: int, min_records: int) -> None:
         """Answers a split asked of ``lease``: stop at ``at`` or where the reader is, or refuse.

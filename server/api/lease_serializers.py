@@ -117,7 +117,15 @@ class ExtendManySerializer(StrictSerializer):
         help_text="Seconds the server may hold the heartbeat of leases of one job until a split is asked of one of "
         "them (over ASGI; then heartbeat_in is 0: send the next one at once). 0: answer at once. While it waits, "
         "its connection says the holder lives: should it drop unanswered and the holder not beat again within "
-        "a second, the holders' leases on the job expire at once (unless restartable).",
+        "a second, the holders' leases on the job expire at once (unless restartable). Answered at once when a "
+        "split, a give-back or a lost lease is to be told (see returns).",
+    )
+    returns = serializers.BooleanField(
+        default=False,
+        help_text="With wait: the holders send their next heartbeat within a second of each answer (the SDK's "
+        "heartbeat thread does). The server then awaits it after every answer, for a third of the job's lease "
+        "timeout and at least 5 s, and if it does not come, the leases that answer extended and nobody extended "
+        "since expire, as after a dropped connection (unless restartable).",
     )
     restartable = serializers.BooleanField(
         default=False,

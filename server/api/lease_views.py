@@ -199,10 +199,10 @@ class ExtendManyView(APIView):
             # Held until a split or give-back is asked of a lease of these
             # holders; answered at once when one is, or a lease was lost.
             # While it waits, its connection says the holder lives: dropped
-            # unanswered, the holders' leases expire; once answered, they
-            # expire unless the holders' next heartbeat comes soon
-            # (server/holders.py). Not a restartable holder's: its restart
-            # takes them back.
+            # unanswered, the holders' leases expire; once answered, those it
+            # extended expire unless the holders' next heartbeat comes soon,
+            # when they said it would (returns: server/holders.py). Not a
+            # restartable holder's: its restart takes them back.
             (job_id,) = beat.jobs
             told = beat.splits or beat.give_back or beat.lost
             wait = waits.Wait(
@@ -216,6 +216,8 @@ class ExtendManyView(APIView):
                 answer="heartbeat_in",
                 caller=None if data["restartable"] else caller,
                 extended=tuple(beat.extended.items()),
+                returns=data["returns"],
+                lease_timeout=beat.lease_timeout,
             )
             waits.offer(request, response, wait)
         return response

@@ -1,26 +1,31 @@
 """How a view says that its answer may wait: it offers a ``Wait`` that server/gateway.py takes.
 
 A take that found nothing but something may come (an item failing or being
-split off, the leases worth waiting for ending, a paused job resuming), and
-a heartbeat of record ranges that no split was asked of, may wait on the
-server up to the seconds their request asked for (``wait``). The view
-answers as always and ``offer``s a ``Wait``; the gateway that runs the app
-(ASGI) takes it by the run's id, waits for a notification and runs the
-request again. Served without the gateway (``server.wsgi``), nothing is
-offered and every request answers at once.
+split off, the leases worth waiting for ending, a paused job resuming), a
+deferred take (a slow worker near a job's end), and a heartbeat that has
+nothing to tell (no split, give-back or lost lease), may wait on the server
+up to the seconds their request asked for (``wait``). The view answers as
+always and ``offer``s a ``Wait``; the gateway that runs the app (ASGI)
+takes it by the run's id, waits for a notification and runs the request
+again. A heartbeat with something to tell offers a Wait of 0 s: answered at
+once, its holders are followed as a held one's are (server/holders.py).
+Served without the gateway (``server.wsgi``), nothing is offered and every
+request answers at once.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 # The header that carries a gateway's run id to the view (as ASGI spells
 # it); the gateway drops any a client sent.
 GATEWAY_HEADER = b"x-shardline-gateway"
-# The gateway's runs under way, and the waits their views offered, by run
-# id, until the gateway takes them: the view runs on one of the gateway's
-# threads, in the same process. Only a run the gateway opened may offer.
-_runs: set[str] = set()
+# The gateway's runs under way (queued for a thread, or running), with when
+# each was opened, and the waits their views offered, by run id, until the
+# gateway takes them: the view runs on one of the gateway's threads, in the
+# same process. Only a run the gateway opened may offer.
+_runs: dict[str, float] = {}
 _offered: dict[str, "Wait"] = {}
 
 
@@ -48,12 +53,22 @@ class Wait:
     # nobody extended since (server/holders.py). None: no such check.
     caller: object = None
     extended: tuple = ()
+    # Its holders send their next heartbeat within a second of each answer:
+    # the gateway awaits it (server/holders.py), for a third of the job's
+    # lease timeout at least.
+    returns: bool = False
+    lease_timeout: float = 0.0
 
 
 def open_run(run: str) -> str:
     """A run of a request through Django that the gateway will ``taken`` (its id)."""
-    _runs.add(run)
+    _runs[run] = time.monotonic()
     return run
+
+
+def oldest_run() -> float | None:
+    """When the oldest run under way was opened (monotonic seconds); None when none is."""
+    return min(_runs.values(), default=None)
 
 
 def offer(request, response, wait: Wait):
@@ -66,5 +81,5 @@ def offer(request, response, wait: Wait):
 
 def taken(run: str) -> Wait | None:
     """The wait offered by the view of the gateway's run ``run``, if one was (once); the run is over."""
-    _runs.discard(run)
+    _runs.pop(run, None)
     return _offered.pop(run, None)

@@ -32,12 +32,17 @@ def seen_waiting(workers: list[tuple[int, str]]) -> None:
 
 
 def holder_gone(
-    job_id: int, workers: frozenset[str], extended: dict[int, datetime], since: float, caller: Caller = SERVER
+    job_id: int,
+    workers: frozenset[str],
+    extended: dict[int, datetime],
+    since: float,
+    caller: Caller = SERVER,
+    carried_only: bool = False,
 ) -> int:
     """Expires the leases of ``workers`` on the job that nobody extended since their heartbeat dropped ``since`` s ago.
 
-    ``extended``: what that heartbeat extended, to when. See holder_gone.sql;
-    returns how many expired.
+    ``extended``: what that heartbeat extended, to when; ``carried_only``:
+    only those (see holder_gone.sql). Returns how many expired.
     """
     params = {
         "job": job_id,
@@ -45,6 +50,7 @@ def holder_gone(
         "ids": list(extended),
         "expiries": list(extended.values()),
         "since": since,
+        "carried_only": carried_only,
         **caller.sql,
     }
     expired = sql.run("holder_gone", params)[0].expired
@@ -79,6 +85,7 @@ class Heartbeat:
     done: list[int] = field(default_factory=list)
     # Items taken ahead of their consumer, asked back (services/give_back.py).
     give_back: list[int] = field(default_factory=list)
+    lease_timeout: float = 0.0  # the job's, of the leases extended (0: none was)
 
 
 def extend(
@@ -136,4 +143,5 @@ def extend(
         frozenset(row.worker for row in rows if row.worker),
         sorted(done),
         sorted(row.id for row in rows if row.give_back),
+        max((row.lease_timeout for row in rows if row.requested), default=0.0),
     )

@@ -176,11 +176,12 @@ def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Call
             if state == JobState.READY:
                 jobs.mark_running(job_id)
         elif deferred:
-            # Held on the server that long, if the caller asked to wait: woken
-            # by the job's end (answered at once), or by an item coming back,
-            # it runs again sooner. Answered at once, a slow worker deferred
-            # at a job's end slept out its retry after the end came: its
-            # loop ended up to RETRY_DEFERRED late (bench/RESULTS.md).
+            # If the caller asked to wait, held on the server and run again
+            # every RETRY_DEFERRED, or sooner when an item comes back or a
+            # lease ends; the job's end answers it at once. Answered at once,
+            # a slow worker deferred at a job's end slept out its retry after
+            # the end came: its loop ended up to RETRY_DEFERRED late
+            # (bench/RESULTS.md).
             result.retry_after = RETRY_DEFERRED
             result.waitable = result.rerun = True
             result.wake_by = RETRY_DEFERRED

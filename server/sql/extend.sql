@@ -100,7 +100,7 @@ WITH locked AS (
      WHERE (i.split_at IS NOT NULL OR (i.ahead AND i.split_asked_at IS NOT NULL))
        AND i.id NOT IN (SELECT id FROM extended)
 )
-SELECT e.id, e.job_id, e.worker, e.expires_at, e.split_at, e.give_back, true AS requested,
+SELECT e.id, e.job_id, e.worker, e.expires_at, e.split_at, e.give_back, true AS requested, j.lease_timeout,
        (SELECT count(*) FROM refused) AS refused,
        (e.range_end IS NOT NULL OR u."end" IS NOT NULL) AS ranged,
        (j.split_tail AND j.epochs_materialised = j.num_epochs
@@ -112,5 +112,5 @@ SELECT e.id, e.job_id, e.worker, e.expires_at, e.split_at, e.give_back, true AS 
                       WHERE job_id = e.job_id AND idx = e.unit_idx
                       LIMIT 1) AS u ON true
  UNION ALL
-SELECT id, job_id, worker, expires_at, split_at, give_back, false, 0, split_at IS NOT NULL, true
+SELECT id, job_id, worker, expires_at, split_at, give_back, false, NULL::float8, 0, split_at IS NOT NULL, true
   FROM asked;

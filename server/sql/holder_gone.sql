@@ -14,7 +14,9 @@
 -- worker of the same name, whose resumed leases are newer than the drop.
 -- Fenced as ever: a holder that comes back after its lease went to another
 -- is told it is lost. Only the caller's own leases (holder, scope), as
--- extend.sql.
+-- extend.sql. With %(carried_only)s, only those the heartbeat carried: its
+-- holders went silent after its answer (server/holders.py), and a lease
+-- they took since may be beaten for by another heartbeat of theirs.
 WITH beat AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(expiries)s::timestamptz[]) AS b(id, expires_at)
 ), gone AS (
@@ -26,6 +28,7 @@ WITH beat AS (
        AND i.holder_id IS NOT DISTINCT FROM %(holder)s::bigint
        AND shardline_name_in_scope(j.name, %(scope)s::text[])
        AND i.expires_at > shardline_now()
+       AND (NOT %(carried_only)s OR i.id = ANY (%(ids)s::bigint[]))
        AND coalesce(i.expires_at <= (SELECT b.expires_at FROM beat AS b WHERE b.id = i.id),
                     i.expires_at <= i.leased_at + make_interval(secs => j.lease_timeout)
                     AND i.leased_at < shardline_now() - make_interval(secs => %(since)s))

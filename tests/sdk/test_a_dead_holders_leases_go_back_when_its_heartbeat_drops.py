@@ -102,9 +102,9 @@ class Holder:
         finally:
             connection.close()
 
-    def beat(self, wait: float = 0.0) -> dict:
+    def beat(self, wait: float = 0.0, **more) -> dict:
         """A heartbeat; with ``wait``, one the server holds up to that long (as the SDK's)."""
-        return self.post("/api/v1/leases/extend/", self.body(wait))
+        return self.post("/api/v1/leases/extend/", self.body(wait, **more))
 
     def body(self, wait: float, **more) -> dict:
         return {"leases": [{"id": self.lease["id"], "token": self.lease["token"]}], "wait": wait, **more}
@@ -218,9 +218,23 @@ def test_a_restartable_holders_leases_wait_for_its_restart(one_process_server, l
 
 # A holder that falls silent once a heartbeat of its was answered: between an
 # answer and the next heartbeat its process holds no connection, and one that
-# died then was noticed only at its lease timeout (a worker killed as its
-# heartbeat came back with a split). The server awaits the next heartbeat for
-# a few seconds after each answer (server/holders.py).
+# died then was noticed only at its lease timeout. A holder that says it
+# returns (the SDK's heartbeat thread) is awaited after each answer for a
+# third of its lease timeout, 5 s at least (server/holders.py). These leases
+# last 15 s and the takes wait 10 s: only that wait can hand an item on in time.
+SHORT_LEASE = 15
+TAKE_WAIT = 10
+
+
+def short_job(api, job_name: str, works: list[str]) -> dict:
+    body = {"name": job_name, "works": works, "shuffle": False, "lease_timeout": SHORT_LEASE}
+    return api.post("/api/v1/jobs/", body).json()
+
+
+def taken_by_a_waiting_take(holder: Holder) -> list[str]:
+    """The items a take of another worker, waiting TAKE_WAIT s, leases."""
+    body = {"worker": f"taker-{uuid.uuid4().hex[:6]}", "wait": TAKE_WAIT}
+    return [lease["item"] for lease in holder.post(f"/api/v1/jobs/{holder.job_id}/leases/", body)["leases"]]
 
 
 def test_a_holder_silent_after_its_held_heartbeat_was_answered_gives_its_lease_back(
@@ -228,15 +242,11 @@ def test_a_holder_silent_after_its_held_heartbeat_was_answered_gives_its_lease_b
 ):
     from tests.support import Api
 
-    api = Api(one_process_server.url, live_keys["worker"])
-    job = api.post("/api/v1/jobs/", {"name": job_name, "works": ["/gone"], "lease_timeout": 60}).json()
+    job = short_job(Api(one_process_server.url, live_keys["worker"]), job_name, ["/gone"])
     gone = Holder(one_process_server.url, live_keys["worker"], job["id"], f"gone-{uuid.uuid4().hex[:6]}")
-    answer = gone.beat(wait=0.3)  # held all it asked, answered, and never followed
+    answer = gone.beat(wait=0.3, returns=True)  # held all it asked, answered, and never followed
     assert answer["extended"] and answer["heartbeat_in"] == 0, answer
-
-    taker = f"taker-{uuid.uuid4().hex[:6]}"
-    answer = gone.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": taker, "wait": 20})
-    assert [lease["item"] for lease in answer["leases"]] == ["/gone"], answer  # a lease timeout would be 60 s
+    assert taken_by_a_waiting_take(gone) == ["/gone"]
 
 
 def test_a_holder_silent_after_a_split_was_asked_of_it_gives_its_lease_back(
@@ -246,9 +256,8 @@ def test_a_holder_silent_after_a_split_was_asked_of_it_gives_its_lease_back(
 
     from tests.support import Api
 
-    api = Api(one_process_server.url, live_keys["worker"])
     works = ["/data/f.csv?start=0&end=1000"]
-    job = api.post("/api/v1/jobs/", {"name": job_name, "works": works, "lease_timeout": 60}).json()
+    job = short_job(Api(one_process_server.url, live_keys["worker"]), job_name, works)
     gone = Holder(one_process_server.url, live_keys["worker"], job["id"], f"gone-{uuid.uuid4().hex[:6]}")
     ref = {"id": gone.lease["id"], "token": gone.lease["token"]}
     gone.post("/api/v1/leases/extend/", {"leases": [{**ref, "position": 100}]})
@@ -258,43 +267,45 @@ def test_a_holder_silent_after_a_split_was_asked_of_it_gives_its_lease_back(
             "UPDATE shardline_item SET leased_at = now() - interval '10 seconds', read_at = now() WHERE id = %s",
             [gone.lease["id"]],
         )
-    taker = f"taker-{uuid.uuid4().hex[:6]}"
-    idle = gone.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": taker})
+    idle = gone.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": f"idle-{uuid.uuid4().hex[:6]}"})
     assert idle["leases"] == [] and Item.objects.get(id=gone.lease["id"]).split_at is not None, idle
 
     # Its heartbeat, which asks to wait, is answered at once with the split;
     # the holder dies before it answers.
-    answer = gone.post("/api/v1/leases/extend/", {"leases": [{**ref, "position": 101}], "wait": 20})
+    body = {"leases": [{**ref, "position": 101}], "wait": 20, "returns": True}
+    answer = gone.post("/api/v1/leases/extend/", body)
     assert answer["splits"] == {str(gone.lease["id"]): Item.objects.get(id=gone.lease["id"]).split_at}, answer
-
-    answer = gone.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": taker, "wait": 20})
-    assert [lease["item"] for lease in answer["leases"]] == works, answer  # a lease timeout would be 60 s
+    assert taken_by_a_waiting_take(gone) == works
 
 
-def test_a_holder_that_beats_again_after_an_answer_keeps_its_lease(one_process_server, live_keys, job_name):
+def test_a_holder_that_beats_again_after_an_answer_keeps_its_lease_and_so_does_one_not_saying_it_returns(
+    one_process_server, live_keys, job_name
+):
     from tests.support import Api
 
-    api = Api(one_process_server.url, live_keys["worker"])
-    job = api.post(
-        "/api/v1/jobs/", {"name": job_name, "works": ["/kept", "/gone"], "shuffle": False, "lease_timeout": 60}
-    ).json()
+    job = short_job(Api(one_process_server.url, live_keys["worker"]), job_name, ["/kept", "/older", "/gone"])
     key = live_keys["worker"]
-    kept = Holder(one_process_server.url, key, job["id"], f"kept-{uuid.uuid4().hex[:6]}")
-    gone = Holder(one_process_server.url, key, job["id"], f"gone-{uuid.uuid4().hex[:6]}")
-    assert kept.beat(wait=0.3)["heartbeat_in"] == 0
-    # Its next heartbeat, held while the other's silence is awaited.
+    kept, older, gone = (
+        Holder(one_process_server.url, key, job["id"], f"{name}-{uuid.uuid4().hex[:6]}")
+        for name in ("kept", "older", "gone")
+    )
+    assert kept.beat(wait=0.3, returns=True)["heartbeat_in"] == 0
+    # A client that does not say it returns (as the SDK before) beats at its own pace: nothing awaits it.
+    assert older.beat(wait=0.3)["heartbeat_in"] == 0
+    # The next heartbeat of the one that returns, held while the silent one's is awaited.
     before = Item.objects.get(id=kept.lease["id"]).expires_at
     connection = http.client.HTTPConnection(*kept.address, timeout=30)
     try:
-        connection.request("POST", "/api/v1/leases/extend/", json.dumps(kept.body(30)), kept.headers)
+        body = json.dumps(kept.body(TAKE_WAIT * 2, returns=True))
+        connection.request("POST", "/api/v1/leases/extend/", body, kept.headers)
         wait_until(lambda: extended(kept.lease["id"], before), 10, message="the held heartbeat")
-        assert gone.beat(wait=0.3)["heartbeat_in"] == 0
+        assert gone.beat(wait=0.3, returns=True)["heartbeat_in"] == 0
 
-        # The silent one's item comes back; the one that beat again was awaited first (one process, in order).
-        taker = f"taker-{uuid.uuid4().hex[:6]}"
-        answer = gone.post(f"/api/v1/jobs/{job['id']}/leases/", {"worker": taker, "wait": 20})
-        assert [lease["item"] for lease in answer["leases"]] == ["/gone"], answer
-        row = Item.objects.get(id=kept.lease["id"])
-        assert (row.state, row.worker, row.token) == ("leased", kept.name, kept.lease["token"])
+        # The silent one's item comes back; the others were answered first, so
+        # any check of theirs would have run first (one process, in order).
+        assert taken_by_a_waiting_take(gone) == ["/gone"]
+        for holder in (kept, older):
+            row = Item.objects.get(id=holder.lease["id"])
+            assert (row.state, row.worker, row.token) == ("leased", holder.name, holder.lease["token"])
     finally:
         connection.close()

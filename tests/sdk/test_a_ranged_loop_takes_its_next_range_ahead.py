@@ -156,8 +156,8 @@ def test_a_range_taken_ahead_goes_to_an_idle_worker_unread_and_every_record_is_r
         # asked of the second range, which it cannot answer before it reads
         # it, is told at once (a slow first range under load makes the range
         # worth splitting). Then the server's wait for its next heartbeat
-        # hands it on, 5 s later (server/holders.py); before, it waited out
-        # the lease.
+        # hands it on, a third of the lease timeout later (server/holders.py);
+        # before, it waited out the lease.
         released_at = Event.objects.get(job_id=fast.job["id"], kind="released").at
         lease_time = timedelta(seconds=fast.job["lease_timeout"])
         held = Item.objects.filter(job_id=fast.job["id"], position=1, expires_at__gt=released_at + lease_time)
