@@ -135,7 +135,9 @@ class Gateway:
                 try:
                     with metrics.waiting_take():
                         woken = loop.create_task(
-                            listener.wait(wait.job, wait.waiting_on, timeout, wait.holders, since, wait.taker)
+                            listener.wait(
+                                wait.job, wait.waiting_on, timeout, wait.holders, since, wait.taker, wait.deferred
+                            )
                         )
                         await asyncio.wait({woken, gone}, return_when=asyncio.FIRST_COMPLETED)
                         if gone.done():

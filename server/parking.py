@@ -125,7 +125,7 @@ class Parking:
         if entry is None:
             return None
         wait = entry.wait
-        if listener.changed_since(wait.job, wait.waiting_on, entry.since, wait.taker):
+        if listener.changed_since(wait.job, wait.waiting_on, entry.since, wait.taker, wait.deferred):
             del self._entries[key]  # work came, or the job changed: run
             return None
         return entry

@@ -26,6 +26,8 @@ waiter's ``waiting_on`` (the leases its take said were worth waiting for)
 and wakes those that reach zero (after DONE_GRACE: the job's end, which
 needs no statement, may follow), ``state`` wakes every waiter of the job,
 ``split`` the heartbeat that holds the lease, ``refused`` the take that asked.
+A deferred take (a slow worker near a job's end) is woken by ``state``
+alone: it runs again on its own every half second.
 A woken waiter takes again; one that was too late waits again.
 
 The same connection listens on ``shardline_token``, where a revocation is
@@ -103,6 +105,10 @@ class Waiter:
     taker: str | None = None
     # Its leases worth waiting for have all finished: it wakes after DONE_GRACE, or at once at the job's end.
     due: bool = False
+    # A deferred take (a slow worker near the end): only its job's state
+    # wakes it (it runs again on its own every half second). A pending item
+    # that woke it was one an idle worker's take did not get woken for.
+    deferred: bool = False
 
 
 class Listener:
@@ -148,13 +154,14 @@ class Listener:
         holders: frozenset[str] = frozenset(),
         since: int | None = None,
         taker: str | None = None,
+        deferred: bool = False,
     ) -> Note | None:
         """Waits until a notification concerns this waiter (one since ``since`` included) or ``timeout`` seconds pass.
 
         The notification that woke it (ANY when it cannot tell), or None at the timeout.
         """
         self._start()
-        waiter = Waiter(job, waiting_on, asyncio.get_running_loop().create_future(), holders, taker)
+        waiter = Waiter(job, waiting_on, asyncio.get_running_loop().create_future(), holders, taker, deferred=deferred)
         if since is not None:
             came = self._came_since(waiter, since)
             if came is not None and came[0] != "done":
@@ -174,9 +181,11 @@ class Listener:
             if not waiters:
                 self._waiters.pop(job, None)
 
-    def changed_since(self, job: int, waiting_on: int, since: int, taker: str | None = None) -> bool:
+    def changed_since(
+        self, job: int, waiting_on: int, since: int, taker: str | None = None, deferred: bool = False
+    ) -> bool:
         """Whether a take's wait of ``job`` would have been woken by what came after ``since`` (see ``wait``)."""
-        return self._came_since(Waiter(job, waiting_on, None, frozenset(), taker), since) is not None
+        return self._came_since(Waiter(job, waiting_on, None, frozenset(), taker, deferred=deferred), since) is not None
 
     def _came_since(self, waiter: Waiter, since: int) -> Note | None:
         """The first notification since ``since`` that concerns ``waiter``; the job's end before any other."""
@@ -209,7 +218,7 @@ class Listener:
         self._recent.append((self._seq, job, kind, value))
         waiters = [w for w in self._waiters.get(job, []) if not w.woken.done()]
         if kind == "pending":  # as many takes as there are new items, oldest first
-            waiters = [w for w in waiters if not w.holders][: max(1, int(value))]
+            waiters = [w for w in waiters if not w.holders and not w.deferred][: max(1, int(value))]
         for waiter in waiters:
             if not _concerns(waiter, kind, value):
                 continue
@@ -277,6 +286,8 @@ def _wake(waiter: Waiter, note: Note) -> None:
 
 def _concerns(waiter: Waiter, kind: str, value: str) -> bool:
     """Whether a notification of the waiter's job ends its wait (a ``done`` counts its waiting_on down)."""
+    if waiter.deferred:
+        return kind == "state"
     if kind == "split":
         return value in waiter.holders
     if kind == "refused":

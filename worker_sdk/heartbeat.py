@@ -38,7 +38,7 @@ HEARTBEAT_WAIT = 3.0
 HEARTBEAT_RETRY_PACE = 1.0
 # After an answer that told something (not held): the next heartbeat goes
 # this soon, to be held. After two in a row, no later than TOLD_AGAIN_PAUSE:
-# a server that holds heartbeats awaits the next one for 5 s
+# a server that holds heartbeats awaits the next one 5 s at least
 # (server/holders.py), and a holder of items beats every third of a lease.
 GIVE_BACK_PAUSE = 0.05
 TOLD_AGAIN_PAUSE = 1.0

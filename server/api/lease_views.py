@@ -54,7 +54,13 @@ class TakeView(APIView):
         if take.wait and not take.leave and results and results[-1].waitable:
             result = results[-1]
             wait = waits.Wait(
-                take.wait, job_id, result.waiting_on or 0, result.wake_by, taker=take.worker, rerun=result.rerun
+                take.wait,
+                job_id,
+                result.waiting_on or 0,
+                result.wake_by,
+                taker=take.worker,
+                rerun=result.rerun,
+                deferred=result.deferred,
             )
             waits.offer(request, response, wait)
         return response

@@ -47,6 +47,8 @@ class Wait:
     answer: str = "retry_after"  # the field that says when to ask again: 0 once the wait is used up
     # A take's worker: a split asked for it and refused wakes it (to ask another holder).
     taker: str | None = None
+    # A deferred take: only its job's state wakes it (server/waiting.py), besides its rerun at wake_by.
+    deferred: bool = False
     # A heartbeat's caller (callers.Caller) and what it extended, to when:
     # should its connection drop unanswered, or its holders not beat again
     # soon after its answer, the gateway expires the holders' leases that

@@ -78,6 +78,10 @@ class TakeResult:
     # if its holder never answered, or for pending rows another taker holds
     # a moment (_nothing_leased).
     rerun: bool = False
+    # Deferred (a slow worker near the end): its wait ends only with the
+    # job's state or at wake_by, not for items that idle workers' takes are
+    # woken for (server/waiting.py).
+    deferred: bool = False
     # Why nothing comes while the job is paused: who paused it, and when.
     paused: str | None = None
     # Why nothing comes after a long wait for slicing (models.SLICING_PATIENCE).
@@ -177,13 +181,15 @@ def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Call
                 jobs.mark_running(job_id)
         elif deferred:
             # If the caller asked to wait, held on the server and run again
-            # every RETRY_DEFERRED, or sooner when an item comes back or a
-            # lease ends; the job's end answers it at once. Answered at once,
+            # every RETRY_DEFERRED; the job's end answers it at once. Not
+            # woken for items that come back: a pending item's wake went to
+            # the oldest waiting take, this one, and an idle worker's take
+            # slept on (6-s jobs 0.007x slower side by side, bench/RESULTS.md). Answered at once,
             # a slow worker deferred at a job's end slept out its retry after
             # the end came: its loop ended up to RETRY_DEFERRED late
             # (bench/RESULTS.md).
             result.retry_after = RETRY_DEFERRED
-            result.waitable = result.rerun = True
+            result.waitable = result.rerun = result.deferred = True
             result.wake_by = RETRY_DEFERRED
         else:
             # The job can end here only if this take may lease from its last epoch.

@@ -283,32 +283,70 @@ def test_the_end_of_the_job_wakes_every_waiting_take(api):
         assert result.status == 200 and result.answer["exhausted"] and result.seconds < WAIT / 2
 
 
-def test_a_deferred_take_waits_on_the_server_and_the_jobs_end_answers_it(api, test_database_url):
-    # Near a job's end a much slower worker is deferred (given nothing while
-    # the faster ones finish). Told to ask again in half a second, it slept
-    # that out after the job had ended: its loop ended up to 0.5 s late.
+def slow_one_deferred(api: Api, database_url: str) -> tuple[int, dict, Waiting]:
+    """A job of 6 items near its end, one in hand for each of two workers of 1 s an item and a third of 4 s.
+
+    The slow one's take, waiting, is deferred: the item it would get the fast
+    ones finish sooner. Returns the job, the leases in hand and that take.
+    """
     job_id = create(api, [f"/d/{i}" for i in range(6)], shuffle=False)
     held = {name: take(api, job_id, name)["leases"][0] for name in ("fast-1", "fast-2", "slow")}
-    with psycopg.connect(test_database_url, autocommit=True) as db:  # 1 s an item, and 4 s
-        for name, busy in (("fast-1", 50.0), ("fast-2", 50.0), ("slow", 40.0)):
+    with psycopg.connect(database_url, autocommit=True) as db:
+        for name, done, busy in (("fast-1", 50, 50.0), ("fast-2", 50, 50.0), ("slow", 10, 40.0)):
             db.execute(
                 "UPDATE shardline_worker SET items_done = %s, records_done = %s, busy_seconds = %s"
                 " WHERE job_id = %s AND name = %s",
-                [50 if busy == 50.0 else 10, 50 if busy == 50.0 else 10, busy, job_id, name],
+                [done, done, busy, job_id, name],
             )
     seen = last_seen(api, job_id, "slow")
     waiting = Waiting(api, job_id, "slow")
     waiting.start()
     wait_until(lambda: last_seen(api, job_id, "slow") != seen, 10, 0.02, "the slow worker's take to run")
+    return job_id, held, waiting
 
-    # The fast workers take the rest and finish: each completion wakes the
-    # waiting take to run again, and the last one ends the job.
+
+def test_a_deferred_take_waits_on_the_server_and_the_jobs_end_answers_it(api, test_database_url):
+    # Near a job's end a much slower worker is deferred (given nothing while
+    # the faster ones finish). Told to ask again in half a second, it slept
+    # that out after the job had ended: its loop ended up to 0.5 s late.
+    job_id, held, waiting = slow_one_deferred(api, test_database_url)
+    # The fast workers take the rest and finish; the last completion ends the job.
     rest = api.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "fast-1", "count": 3}).json()["leases"]
     assert [lease["item"] for lease in rest] == ["/d/3", "/d/4", "/d/5"]
-    for lease in [*rest, *held.values()]:
+    assert waiting.is_alive()  # still waiting: deferred, not leased
+    # Its own first: with the others' leases in hand, the take (as it runs
+    # again every half second) has them to wait for until the job's end.
+    for lease in [held["slow"], *rest, held["fast-1"], held["fast-2"]]:
         assert api.post(f"/api/v1/leases/{lease['id']}/complete/", {"token": lease["token"]}).ok
     result = waiting.result()
     assert result.status == 200 and result.answer["exhausted"] and result.seconds < WAIT / 2, result.answer
+
+
+def test_an_item_that_comes_back_wakes_an_idle_take_not_a_deferred_one(test_database_url, live_keys):
+    # A pending item wakes as many waiting takes as items came, the oldest
+    # first. The deferred one, waiting longest, took that wake and stayed
+    # deferred, and the idle worker's take slept on with the item pending.
+    server = ServerProcess(test_database_url, workers=1).start()  # one process: one list of waiters
+    try:
+        api = Api(server.url, live_keys["worker"])
+        job_id, held, deferred = slow_one_deferred(api, test_database_url)
+        rest = api.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "fast-1", "count": 3}).json()["leases"]
+        # A worker with nothing in hand waits for the others' leases. Nothing
+        # finished meanwhile: a completion would wake the deferred take,
+        # which then waited anew, after this one.
+        idle = started_waiting(api, job_id, "idle")
+        failed = rest[0]
+        assert api.post(f"/api/v1/leases/{failed['id']}/fail/", {"token": failed["token"], "error": "disk"}).ok
+        result = idle.result()
+        assert result.status == 200 and result.seconds < WAIT / 2, (result.seconds, result.answer)
+        assert [lease["item"] for lease in result.answer["leases"]] == [failed["item"]], result.answer
+        assert deferred.is_alive()  # still deferred, still waiting
+        # The job ends, and with it the deferred take's wait.
+        for lease in [held["slow"], *rest[1:], *result.answer["leases"], held["fast-1"], held["fast-2"]]:
+            assert api.post(f"/api/v1/leases/{lease['id']}/complete/", {"token": lease["token"]}).ok
+        assert deferred.result().answer["exhausted"]
+    finally:
+        server.stop()
 
 
 def test_a_take_that_leaves_is_answered_at_once_whatever_it_asks_to_wait(api):
