@@ -181,13 +181,12 @@ def take(job_id: int, request: TakeRequest, key: str | None = None, caller: Call
                 jobs.mark_running(job_id)
         elif deferred:
             # If the caller asked to wait, held on the server and run again
-            # every RETRY_DEFERRED; the job's end answers it at once. Not
-            # woken for items that come back: a pending item's wake went to
-            # the oldest waiting take, this one, and an idle worker's take
-            # slept on (6-s jobs 0.007x slower side by side, bench/RESULTS.md). Answered at once,
-            # a slow worker deferred at a job's end slept out its retry after
-            # the end came: its loop ended up to RETRY_DEFERRED late
-            # (bench/RESULTS.md).
+            # every RETRY_DEFERRED; the job's end answers it at once.
+            # Answered at once, a slow worker deferred at a job's end slept
+            # out its retry after the end came: its loop ended up to
+            # RETRY_DEFERRED late (bench/RESULTS.md). Not woken for items that
+            # come back: their wakes go to the oldest waiting takes, and this
+            # one would take an idle worker's and stay deferred.
             result.retry_after = RETRY_DEFERRED
             result.waitable = result.rerun = result.deferred = True
             result.wake_by = RETRY_DEFERRED
