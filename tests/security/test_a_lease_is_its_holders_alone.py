@@ -34,6 +34,12 @@ def test_another_user_cannot_touch_a_lease_even_with_its_token(two_workers, live
         assert response.status_code == 409, (verb, response.status_code, response.text)
     many = other.post("/api/v1/leases/extend/", {"leases": [{"id": lease["id"], "token": lease["token"]}]}).json()
     assert many["lost"] == [lease["id"]] and many["extended"] == {}
+    # A heartbeat that asks to wait and says it returns, then falls silent: it
+    # extended nothing, so nothing of the holder's is awaited or expired
+    # (server/holders.py follows only the leases an answer extended).
+    body = {"leases": [{"id": lease["id"], "token": lease["token"]}], "wait": 1, "returns": True}
+    held = other.post("/api/v1/leases/extend/", body).json()
+    assert held["lost"] == [lease["id"]] and held["extended"] == {}, held
     batch = other.post("/api/v1/leases/complete/", {"leases": [{"id": lease["id"], "token": lease["token"]}]})
     assert batch.status_code == 200 and batch.json() == {"completed": [], "lost": [lease["id"]]}, batch.text
     # Through a take's completions too: refused as lost, nothing leased to the holder changes.
