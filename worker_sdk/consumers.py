@@ -19,6 +19,7 @@ from collections.abc import Callable
 from . import look_ahead
 from .leaser import SETTLE_SECONDS, Leaser
 from .stream import Stream
+from .taker import Taker
 
 log = logging.getLogger("worker_sdk")
 
@@ -45,11 +46,11 @@ class Consumers:
         # Every stream of this process, ended or not: close() acknowledges
         # what ended ones still hold, a restore re-opens them all.
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
-        self._takers: weakref.WeakSet[look_ahead.Taker] = weakref.WeakSet()
+        self._takers: weakref.WeakSet[Taker] = weakref.WeakSet()
         # Look-aheads opened before their consumer begins (a synchronous
         # rank's next epoch): close() gives back what they took and it never read.
         self._opened: weakref.WeakSet[look_ahead.LookAhead] = weakref.WeakSet()
-        self._default: look_ahead.Taker | None = None
+        self._default: Taker | None = None
 
     @property
     def current(self) -> Leaser | None:
@@ -98,13 +99,13 @@ class Consumers:
         """
         return self.stream(None if self._depth else 1, tracks)
 
-    def taker(self) -> look_ahead.Taker:
+    def taker(self) -> Taker:
         """A consumer that takes one item per call (``take()``), the queue's look-ahead of them leased ahead."""
-        taker = look_ahead.Taker(self.whole_items_stream(), self._depth, self._most)
+        taker = Taker(self.whole_items_stream(), self._depth, self._most)
         self._takers.add(taker)
         return taker
 
-    def default_taker(self) -> look_ahead.Taker:
+    def default_taker(self) -> Taker:
         """This process's shared taker: the one eager ``take()`` hands items from, one after another."""
         if self._default is None or self._pid != os.getpid():
             self.leaser()

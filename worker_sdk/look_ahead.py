@@ -21,15 +21,14 @@ so the end of a queue and every wait are as without the look-ahead
 (worker_sdk.stream). A consumer that must not wait on the server now
 (``poll``: a slot of ``WorkQueue.dataset`` whose sibling reads) gets what
 was taken ahead, or nothing, and may then take at once outside the
-look-ahead (``Stream.try_next``). ``Taker`` hands the leases over one per
-call, for ``take()``.
+look-ahead (``Stream.try_next``). ``worker_sdk.taker`` hands the leases
+over one per call, for ``take()``.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-import os
 import threading
 import time
 from typing import Iterator
@@ -37,7 +36,7 @@ from typing import Iterator
 from . import errors
 from .ahead_depth import Depth
 from .protocol import Lease
-from .stream import QueueExhausted, Stream, exhausted_message
+from .stream import QueueExhausted, Stream
 
 log = logging.getLogger("worker_sdk")
 
@@ -104,6 +103,7 @@ class LookAhead(Iterator[Lease]):
         self._done: list[Lease] = []
         self._started: list[tuple[Lease, int]] = []
         self._stale: list[Lease] = []  # taken before a restore, found by the consumer: given back
+        self._returning = 0  # of them, being given back now (outside _cond)
         self._taking = False  # a take ahead is on its way
         self._consumer_takes = False  # the consumer takes for itself (nothing came ahead)
         self._idle = False  # the last take ahead found nothing: wait for the consumer's own
@@ -127,15 +127,21 @@ class LookAhead(Iterator[Lease]):
         stream = self._stream
         while True:
             with self._cond:
-                while not self._closed and (
-                    len(self._ahead) >= self._refill_at() or self._idle or self._consumer_takes
-                ):
+                while True:
+                    # Read before the take leaves: a restore from now on makes what it brings stale.
+                    generation = stream.generation
+                    if self._closed or not (
+                        len(self._ahead) >= self._refill_at()
+                        or self._idle
+                        or self._consumer_takes
+                        or self._restoring(generation)
+                    ):
+                        break
                     self._cond.wait()
                 if self._closed:
                     return
                 self._taking = True
                 count = min(self._depth.size() - len(self._ahead), MAX_COUNT)
-            generation = stream.generation
             leases: list[Lease] = []
             took: float | None = None
             try:
@@ -173,11 +179,26 @@ class LookAhead(Iterator[Lease]):
                         self._idle = True
                     self._cond.notify_all()
             for lease in lost:
-                stream.forget(lease)
+                if generation != stream.generation:
+                    # Forgotten by the restore, perhaps leased during it and
+                    # still standing: given back, so it holds no place.
+                    stream.give_back(lease, RESTORED_REASON)
+                else:
+                    stream.forget(lease)
             if leases and closed:
                 for lease in leases:
                     stream.give_back(lease, STOPPED_REASON)
                 return
+
+    def _restoring(self, generation: int) -> bool:
+        """Under _cond: leases from before a restore are still held here, not yet given back.
+
+        Taken ahead while a restore was on its way, they may hold items the
+        restore re-opened; a take now would lease the items after them, and
+        the consumer would read those first. It waits until the consumer has
+        given them back, and then reads from the snapshot's position in order.
+        """
+        return self._returning > 0 or bool(self._stale) or any(taken != generation for _, taken in self._ahead)
 
     def _refill_at(self) -> int:
         """Under _cond: it takes again once fewer than this are ahead.
@@ -227,13 +248,19 @@ class LookAhead(Iterator[Lease]):
             # The thread's take goes first: it answers at once, and a loop
             # with little to do per item would otherwise always take for
             # itself before the thread, woken, got to its turn.
-            while not self._ahead and (self._taking or not self._idle) and not self._closed:
-                self._cond.wait()
-            lease = self._start_ahead()
-            if lease is not None:
-                return lease
+            while True:
+                while not self._ahead and (self._taking or not self._idle) and not self._closed:
+                    self._cond.wait()
+                lease = self._start_ahead()
+                if lease is not None:
+                    return lease
+                if not self._taking or self._closed:
+                    break
+                # Only leases from before a restore were here, and a take
+                # that left before it is still out: a take of its own now
+                # would lease past what that one brings.
             self._consumer_takes = True
-            stale, self._stale = self._stale, []
+            stale = self._stale_to_give_back()
         # Nothing came ahead: this consumer takes for itself, as it would
         # without a look-ahead (waiting on the server, finding the end).
         self._give_back_stale(stale)
@@ -261,10 +288,13 @@ class LookAhead(Iterator[Lease]):
         """
         with self._cond:
             self._finish_current()
-            while not self._ahead and self._taking and not self._closed:
-                self._cond.wait()  # a take ahead answers at once
-            lease = self._start_ahead()
-            stale, self._stale = self._stale, []
+            while True:
+                while not self._ahead and self._taking and not self._closed:
+                    self._cond.wait()  # a take ahead answers at once
+                lease = self._start_ahead()
+                if lease is not None or not self._taking or self._closed:
+                    break
+            stale = self._stale_to_give_back()
         self._give_back_stale(stale)
         return lease
 
@@ -291,10 +321,22 @@ class LookAhead(Iterator[Lease]):
             self._stale.append(lease)
         return None
 
+    def _stale_to_give_back(self) -> list[Lease]:
+        """Under _cond: the leases from before a restore that the consumer found, now its to give back."""
+        stale, self._stale = self._stale, []
+        self._returning += len(stale)
+        return stale
+
     def _give_back_stale(self, stale: list[Lease]) -> None:
-        for lease in stale:
-            # Fenced, the server refuses it; leased after the restore, it goes back unread.
-            self._stream.give_back(lease, RESTORED_REASON)
+        try:
+            for lease in stale:
+                # Fenced, the server refuses it; leased after the restore, it goes back unread.
+                self._stream.give_back(lease, RESTORED_REASON)
+        finally:
+            if stale:
+                with self._cond:
+                    self._returning -= len(stale)
+                    self._cond.notify_all()
 
     def close(self) -> None:
         """Stops taking ahead and gives back what was taken and not started (the lease in hand stays open)."""
@@ -336,48 +378,3 @@ def consume(ahead: LookAhead) -> Iterator[Lease]:
         raise
     finally:
         ahead.close()
-
-
-class Taker:
-    """One lease per call, for ``take()`` (eager, or a graph op run once per step), ``depth`` taken ahead.
-
-    Depth 0 is ``stream.timed_next()`` (the stream has ``lag=1``: each call
-    acknowledges the lease before). Deeper, a ``LookAhead`` over the stream
-    (``lag=None``), started at the first call in the calling process, not
-    when the op is built: a graph may be built before a fork. ``close()``
-    gives back what was taken ahead and not started.
-    """
-
-    def __init__(self, stream: Stream, depth: int, most: int | None = None):
-        self.stream = stream
-        self._depth, self._most = depth, most
-        self._ahead: LookAhead | None = None
-        self._pid: int | None = None
-        self._lock = threading.Lock()
-        # One call at a time: a LookAhead has one consumer (queue runners
-        # may run the op on several threads).
-        self._calls = threading.Lock()
-
-    def next(self) -> Lease:
-        """The next lease; QueueExhausted at the end, as ``Stream.next()``."""
-        if self._depth == 0:
-            return self.stream.timed_next()
-        with self._calls:
-            with self._lock:
-                if self._ahead is None or self._pid != os.getpid():
-                    self._ahead, self._pid = LookAhead(self.stream, self._depth, most=self._most), os.getpid()
-                ahead = self._ahead
-            meter = self.stream.meter
-            meter.wait()
-            try:
-                return next(ahead)
-            except StopIteration:
-                raise QueueExhausted(exhausted_message(self.stream.name)) from None
-            finally:
-                meter.got()
-
-    def close(self) -> None:
-        with self._lock:
-            ahead, self._ahead = (self._ahead, None) if self._pid == os.getpid() else (None, None)
-        if ahead is not None:
-            ahead.close()

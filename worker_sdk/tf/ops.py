@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import look_ahead, stall
 from ..stream import QueueExhausted, Stream, exhausted_message
+from ..taker import Taker
 from ._require import require
 
 tf = require("WorkQueue's TensorFlow methods")
@@ -50,14 +51,14 @@ def _track(queue: WorkQueue) -> None:
         checkpoint.register_saveable(queue)
 
 
-def _next_bytes(taker: look_ahead.Taker) -> bytes:
+def _next_bytes(taker: Taker) -> bytes:
     try:
         return taker.next().item.encode()
     except QueueExhausted:
         raise tf.errors.OutOfRangeError(None, None, exhausted_message(taker.stream.name)) from None
 
 
-def _py_take(taker: look_ahead.Taker) -> bytes:
+def _py_take(taker: Taker) -> bytes:
     # Inside py_func only StopIteration becomes an OutOfRangeError (which a
     # QueueRunner and MonitoredSession treat as the end of input); any other
     # exception, JobCancelledError included, arrives as an UnknownError whose
@@ -135,7 +136,7 @@ class _RunnerTake:
     def __init__(self, stream: Stream):
         # Taken when the runner asks, never ahead: the proxy queue holds the
         # items the reader has not reached (the stream's lag counts them).
-        self.taker = look_ahead.Taker(stream, 0)
+        self.taker = Taker(stream, 0)
         self.coordinated = False  # set by the runner's create_threads
         self.failed = False
 
