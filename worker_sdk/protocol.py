@@ -286,6 +286,8 @@ class TakeAnswer:
     ``leased_by_you`` / ``leased_by_others`` count them, and ``waiting_on``
     those worth waiting for (0: the caller is at its end). ``paused`` and
     ``slicing`` say why nothing comes while a job is paused or slow to slice.
+    ``deferred``: the caller is kept from items left near the job's end (a
+    slow worker); a take that asks to wait is held until that changes.
     """
 
     leases: tuple[Lease, ...] = ()
@@ -298,6 +300,7 @@ class TakeAnswer:
     waiting_on: int | None = None
     paused: str | None = None
     slicing: str | None = None
+    deferred: bool = False
 
     def to_json(self) -> dict:
         return {
@@ -311,6 +314,7 @@ class TakeAnswer:
             "waiting_on": self.waiting_on,
             "paused": self.paused,
             "slicing": self.slicing,
+            "deferred": self.deferred,
         }
 
     @classmethod
@@ -326,12 +330,20 @@ class TakeAnswer:
             waiting_on=raw.get("waiting_on"),
             paused=raw.get("paused"),
             slicing=raw.get("slicing"),
+            deferred=raw.get("deferred", False),
         )
 
 
 # What a take of a finished job answers besides what it completed: the
 # server's gateway answers a waiting take so when the job's end wakes it.
-ENDED = {"exhausted": True, "retry_after": None, "leased_by_you": 0, "leased_by_others": 0, "waiting_on": 0}
+ENDED = {
+    "exhausted": True,
+    "retry_after": None,
+    "leased_by_you": 0,
+    "leased_by_others": 0,
+    "waiting_on": 0,
+    "deferred": False,
+}
 
 
 def _is_int(value) -> bool:

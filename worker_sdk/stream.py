@@ -175,6 +175,12 @@ class Stream:
                     if not wait:
                         wait = True
                         continue  # marked: now wait on the server
+                elif answer.deferred and not wait and not leave:
+                    # Kept from the last items (a slow worker): a take that
+                    # waits is held, and the job's end answers it at once;
+                    # asleep for retry_after, the loop ended up to that late.
+                    wait = True
+                    continue
                 wait = True
                 # Jitter keeps the idle workers at the end of a job from polling in step.
                 if self._stopped.wait((answer.retry_after or 0.05) * random.uniform(0.5, 1.0)):

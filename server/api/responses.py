@@ -200,6 +200,11 @@ class TakeResponseSerializer(serializers.Serializer):
         help_text="When the job has been slicing for a minute or more: for how long, how far it got, and what to "
         "check (a Celery worker slices it).",
     )
+    deferred = serializers.BooleanField(
+        help_text="True when nothing was leased because the caller, slower than the others, is kept from the items "
+        "left near the job's end (the others take them). A take with `wait` is held until that changes or the job "
+        "ends."
+    )
 
 
 class ResumeLeasesResponseSerializer(serializers.Serializer):

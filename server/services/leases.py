@@ -100,6 +100,7 @@ class TakeResult:
             waiting_on=self.waiting_on,
             paused=self.paused,
             slicing=self.slicing,
+            deferred=self.deferred,
         )
 
 

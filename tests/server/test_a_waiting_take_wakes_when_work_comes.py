@@ -322,6 +322,22 @@ def test_a_deferred_take_waits_on_the_server_and_the_jobs_end_answers_it(api, te
     assert result.status == 200 and result.answer["exhausted"] and result.seconds < WAIT / 2, result.answer
 
 
+def test_a_deferred_take_answered_at_once_says_it_is_deferred(api, test_database_url):
+    # A take that does not wait (the SDK's first after a range, before its
+    # process is marked at its end) is answered at once. It says why nothing
+    # came, so that the SDK asks again at once with a wait, held on the
+    # server, and does not sleep out retry_after through the job's end.
+    job_id, held, waiting = slow_one_deferred(api, test_database_url)
+    at_once = take(api, job_id, "slow")
+    assert at_once["leases"] == [] and at_once["deferred"] and not at_once["exhausted"], at_once
+    rest = api.post(f"/api/v1/jobs/{job_id}/leases/", {"worker": "fast-1", "count": 3}).json()
+    assert [lease["item"] for lease in rest["leases"]] == ["/d/3", "/d/4", "/d/5"] and not rest["deferred"]
+    for lease in [held["slow"], *rest["leases"], held["fast-1"], held["fast-2"]]:
+        assert api.post(f"/api/v1/leases/{lease['id']}/complete/", {"token": lease["token"]}).ok
+    result = waiting.result()
+    assert result.status == 200 and result.answer["exhausted"] and not result.answer["deferred"], result.answer
+
+
 def test_an_item_that_comes_back_wakes_an_idle_take_not_a_deferred_one(test_database_url, live_keys):
     # A pending item wakes as many waiting takes as items came, the oldest
     # first. The deferred one, waiting longest, took that wake and stayed
