@@ -51,6 +51,10 @@ class Holdings:
         # counted once: what a synchronous rank asks to know whether its
         # epoch kept everything it leased.
         self.lost = 0
+        # Restores that made it forget every lease (forget_all): a lease a
+        # take brought and hold_ahead refused since one is perhaps still
+        # the process's on the server (worker_sdk.look_ahead gives it back).
+        self.restores = 0
 
     # -- held leases ---------------------------------------------------------------
 
@@ -92,6 +96,7 @@ class Holdings:
     def forget_all(self) -> None:
         """The server fenced every lease (a restore): hold nothing, report nothing lost (but count them)."""
         with self.lock:
+            self.restores += 1
             self._reported_lost.update(self._held)
             self.lost += len(self._held)
             self._held.clear()

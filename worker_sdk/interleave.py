@@ -51,8 +51,9 @@ from .ahead import put_unless_stopped
 from .hand_over import Blocks
 from .look_ahead import LookAhead
 from .protocol import Lease
+from .queue_end import QueueExhausted
 from .slots import Slots, Stopped
-from .stream import QueueExhausted, Stream
+from .stream import Stream
 from .tracker import RangeTracker
 
 _PUT_POLL = 0.1  # seconds between checks for a closed consumer while the buffer is full

@@ -36,7 +36,8 @@ from typing import Iterator
 from . import errors
 from .ahead_depth import Depth
 from .protocol import Lease
-from .stream import QueueExhausted, Stream
+from .queue_end import QueueExhausted
+from .stream import Stream
 
 log = logging.getLogger("worker_sdk")
 
@@ -147,6 +148,7 @@ class LookAhead(Iterator[Lease]):
             try:
                 self._tell()
                 leaser = stream.leaser()
+                restores = leaser.held.restores
                 began = time.monotonic()
                 leases = stream.next_ahead(count)
                 took = time.monotonic() - began
@@ -169,7 +171,13 @@ class LookAhead(Iterator[Lease]):
                         if leaser.held.hold_ahead(lease, lambda lease=lease: self._claim(lease)):
                             self._ahead.append((lease, generation))
                         else:
-                            lost.append(lease)  # a heartbeat said so before it got here
+                            lost.append(lease)  # a heartbeat said so before it got here, or a restore forgot it
+                    # Refused because a restore forgot the process's leases
+                    # since the take left: perhaps leased after the restore
+                    # and still standing, given back (a lost one is refused
+                    # by the server), and nothing is taken here until it is.
+                    stale_lost = lost if lost and leaser.held.restores != restores else []
+                    self._returning += len(stale_lost)
                     if len(lost) == len(leases) and self._retries > 0 and not closed:
                         self._retries -= 1
                         self._cond.wait(_RETRY_SECONDS)  # the consumer, should it begin, waits for the next
@@ -179,12 +187,9 @@ class LookAhead(Iterator[Lease]):
                         self._idle = True
                     self._cond.notify_all()
             for lease in lost:
-                if generation != stream.generation:
-                    # Forgotten by the restore, perhaps leased during it and
-                    # still standing: given back, so it holds no place.
-                    stream.give_back(lease, RESTORED_REASON)
-                else:
+                if not stale_lost:
                     stream.forget(lease)
+            self._give_back_stale(stale_lost)
             if leases and closed:
                 for lease in leases:
                     stream.give_back(lease, STOPPED_REASON)
@@ -249,21 +254,22 @@ class LookAhead(Iterator[Lease]):
             # with little to do per item would otherwise always take for
             # itself before the thread, woken, got to its turn.
             while True:
-                while not self._ahead and (self._taking or not self._idle) and not self._closed:
+                while not self._ahead and (self._taking or not self._idle or self._returning) and not self._closed:
                     self._cond.wait()
                 lease = self._start_ahead()
-                if lease is not None:
-                    return lease
-                if not self._taking or self._closed:
+                if lease is not None or not (self._taking or self._returning) or self._closed:
                     break
                 # Only leases from before a restore were here, and a take
-                # that left before it is still out: a take of its own now
-                # would lease past what that one brings.
-            self._consumer_takes = True
+                # that left before it is still out (or what it brought is
+                # being given back): a take of its own now would lease past them.
             stale = self._stale_to_give_back()
+            if lease is None:
+                self._consumer_takes = True
+        self._give_back_stale(stale)
+        if lease is not None:
+            return lease
         # Nothing came ahead: this consumer takes for itself, as it would
         # without a look-ahead (waiting on the server, finding the end).
-        self._give_back_stale(stale)
         try:
             self._tell()
             lease = self._stream.next()
@@ -289,10 +295,10 @@ class LookAhead(Iterator[Lease]):
         with self._cond:
             self._finish_current()
             while True:
-                while not self._ahead and self._taking and not self._closed:
+                while not self._ahead and (self._taking or self._returning) and not self._closed:
                     self._cond.wait()  # a take ahead answers at once
                 lease = self._start_ahead()
-                if lease is not None or not self._taking or self._closed:
+                if lease is not None or not (self._taking or self._returning) or self._closed:
                     break
             stale = self._stale_to_give_back()
         self._give_back_stale(stale)
@@ -328,10 +334,16 @@ class LookAhead(Iterator[Lease]):
         return stale
 
     def _give_back_stale(self, stale: list[Lease]) -> None:
+        """Gives back leases from before a restore, counted in ``_returning`` by the caller under _cond."""
         try:
             for lease in stale:
                 # Fenced, the server refuses it; leased after the restore, it goes back unread.
-                self._stream.give_back(lease, RESTORED_REASON)
+                try:
+                    self._stream.give_back(lease, RESTORED_REASON)
+                except Exception:
+                    # Not given back, its lease runs out and the item goes on;
+                    # the thread that called this must live on.
+                    log.exception("work queue %s: could not give back lease %s", self._stream.name, lease.id)
         finally:
             if stale:
                 with self._cond:

@@ -23,8 +23,8 @@ from .consumers import Consumers
 from .job import QueueJob
 from .leaser import Leaser
 from .names import default_worker_name, job_name_for, job_parts
+from .queue_end import QueueExhausted
 from .ranges import ranges
-from .stream import QueueExhausted
 from .sync import HandedLeases
 from .transport import Transport
 

@@ -12,7 +12,8 @@ import time
 
 from .look_ahead import LookAhead
 from .protocol import Lease
-from .stream import QueueExhausted, Stream, exhausted_message
+from .queue_end import QueueExhausted, exhausted_message
+from .stream import Stream
 from .turns import STARVED_SECONDS
 
 POLL_SECONDS = 0.1  # how often a slot waiting for its turn looks at a closed consumer

@@ -1,4 +1,4 @@
-"""One consumer's run of leases, and the rule that says when its queue has ended.
+"""One consumer's run of leases (when its queue has ended: worker_sdk.queue_end).
 
 A consumer is one loop that reads items: an ``items()`` loop, a tf.data
 generator, a queue runner, one slot of ``WorkQueue.dataset``. Its stream
@@ -21,38 +21,14 @@ import random
 import threading
 from typing import Callable, Iterator
 
-from . import errors, stall
+from . import stall
 from .at_end import mark_at_end, process_waits
 from .leaser import Leaser
-from .protocol import Lease, TakeAnswer, TakeScope
+from .protocol import Lease, TakeScope
+from .queue_end import QueueExhausted, exhausted_message, queue_ended
 from .tracker import Budget, RangeTracker
 
 log = logging.getLogger("worker_sdk")
-
-
-class QueueExhausted(errors.ShardlineError):
-    """Every item of the queue has been taken (TensorFlow paths raise OutOfRangeError instead)."""
-
-
-def exhausted_message(name: str) -> str:
-    return f"All works in work queue {name} are taken."
-
-
-def queue_ended(answer: TakeAnswer, known: int) -> bool:
-    """The end-of-queue rule, for a take that leased nothing.
-
-    The queue has ended for a consumer when the job is exhausted, or when no
-    lease left is worth waiting for (the rest is this consumer's own, or held
-    by consumers at their end too, which may be waiting on this one) and the
-    server counts no lease under this worker's name that the process does not
-    know of (a take whose answer was lost: it is waited out, so that its
-    expiry hands the item to a worker).
-    """
-    if answer.exhausted:
-        return True
-    if answer.waiting_on is None:  # items pending, an epoch being created, a pause: not an end
-        return False
-    return answer.waiting_on == 0 and (answer.leased_by_you or 0) <= known
 
 
 class Stream:

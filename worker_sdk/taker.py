@@ -7,7 +7,8 @@ import threading
 
 from .look_ahead import LookAhead
 from .protocol import Lease
-from .stream import QueueExhausted, Stream, exhausted_message
+from .queue_end import QueueExhausted, exhausted_message
+from .stream import Stream
 
 
 class Taker:

@@ -32,7 +32,8 @@ from time import monotonic
 from typing import Iterator
 
 from .protocol import Lease
-from .stream import QueueExhausted, Stream, exhausted_message
+from .queue_end import QueueExhausted, exhausted_message
+from .stream import Stream
 
 # Its own name under the SDK's, so that its account of each take while a
 # sibling reads (debug: one per item for a loop that always starves) can be

@@ -10,7 +10,7 @@ used (found by review). Real server.
 import pytest
 
 from worker_sdk import WorkQueue
-from worker_sdk.stream import QueueExhausted
+from worker_sdk.queue_end import QueueExhausted
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import look_ahead, stall
-from ..stream import QueueExhausted, Stream, exhausted_message
+from ..queue_end import QueueExhausted, exhausted_message
+from ..stream import Stream
 from ..taker import Taker
 from ._require import require
 
