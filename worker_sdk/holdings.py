@@ -51,9 +51,9 @@ class Holdings:
         # counted once: what a synchronous rank asks to know whether its
         # epoch kept everything it leased.
         self.lost = 0
-        # Restores that made it forget every lease (forget_all): a lease a
-        # take brought and hold_ahead refused since one is perhaps still
-        # the process's on the server (worker_sdk.look_ahead gives it back).
+        # Restores that made it forget every lease (forget_all). A lease a
+        # take brought, refused by hold_ahead after one of them, may still be
+        # the process's on the server: worker_sdk.look_ahead gives it back.
         self.restores = 0
 
     # -- held leases ---------------------------------------------------------------
