@@ -53,15 +53,28 @@ def operator_env(**settings) -> dict:
     return {**env, **settings}
 
 
-def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, message: str = "condition"):
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, message="condition"):
+    """``predicate()``'s first true value, asked every ``interval`` s; an AssertionError after ``timeout`` s.
+
+    ``message`` says what was awaited; a callable is asked only then (a
+    log's text at that moment, say). An assertion in ``predicate`` (a
+    process that died meanwhile) fails the wait at once.
+    """
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+            said = message() if callable(message) else message
+            raise AssertionError(f"timed out after {timeout}s waiting for {said}")
         time.sleep(interval)
+
+
+def arrive_and_wait(folder: Path, me: str, parties: int, timeout: float = 60.0) -> None:
+    """A barrier of processes through a folder: each leaves a file named ``me``, then waits for ``parties`` files."""
+    (folder / me).touch()
+    wait_until(lambda: sum(1 for _ in folder.iterdir()) >= parties, timeout, 0.01, f"{parties} processes in {folder}")
 
 
 class ServerProcess:

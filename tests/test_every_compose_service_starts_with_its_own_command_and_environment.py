@@ -39,7 +39,7 @@ import yaml
 from django.conf import settings
 
 from tests.docs.blocks import blocks_run_by
-from tests.support import database_url, running_database
+from tests.support import database_url, running_database, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -288,21 +288,23 @@ def scrape_web_with_compose_prometheus(compose: dict, dotenv: dict[str, str], tm
     )
     try:
         health = [word.replace(":9090", f":{port}") for word in service["healthcheck"]["test"][1:]]
-        deadline = time.monotonic() + 30
-        while subprocess.run(health, capture_output=True, timeout=10).returncode != 0:
+        began = time.monotonic()
+
+        def healthy() -> bool:
             assert process.poll() is None, f"prometheus exited with {process.returncode}:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"prometheus's health check never passed:\n{log.read_text()}"
-            time.sleep(0.5)
+            return subprocess.run(health, capture_output=True, timeout=10).returncode == 0
+
+        wait_until(healthy, 30, 0.5, lambda: f"prometheus's health check:\n{log.read_text()}")
         # It scrapes web's /metrics with the token compose gives both (none in .env.example).
         query = urllib.parse.urlencode({"query": 'up{job="shardline"}'})
-        while True:
+
+        def scraped() -> list:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/query?{query}", timeout=5) as answer:
-                result = json.load(answer)["data"]["result"]
-            if result:
-                assert result[0]["value"][1] == "1", f"the scrape of web failed: {result}\n{log.read_text()}"
-                break
-            assert time.monotonic() < deadline, f"prometheus never scraped web:\n{log.read_text()}"
-            time.sleep(0.5)
+                return json.load(answer)["data"]["result"]
+
+        left = 30 - (time.monotonic() - began)
+        result = wait_until(scraped, left, 0.5, lambda: f"prometheus's scrape of web:\n{log.read_text()}")
+        assert result[0]["value"][1] == "1", f"the scrape of web failed: {result}\n{log.read_text()}"
     finally:
         stop(process)
 
@@ -394,7 +396,9 @@ def test_migrate_web_and_worker_start_from_the_image_with_only_what_compose_give
     try:
         deadline = time.monotonic() + 60
         for name, (process, log) in running.items():
-            while True:
+            checks = []
+
+            def healthy() -> bool:
                 assert process.poll() is None, f"{name} exited with {process.returncode}:\n{log.read_text()}"
                 check = subprocess.run(
                     healthcheck_of(app[name], container, dotenv),
@@ -404,12 +408,13 @@ def test_migrate_web_and_worker_start_from_the_image_with_only_what_compose_give
                     text=True,
                     timeout=30,
                 )
-                if check.returncode == 0:
-                    break
-                assert time.monotonic() < deadline, (
-                    f"{name}'s health check never passed:\n{check.stdout}{check.stderr}\n{log.read_text()}"
-                )
-                time.sleep(1)
+                checks.append(check)
+                return check.returncode == 0
+
+            def failed() -> str:
+                return f"{name}'s health check:\n{checks[-1].stdout}{checks[-1].stderr}\n{log.read_text()}"
+
+            wait_until(healthy, max(0.0, deadline - time.monotonic()), 1, failed)
 
         with urllib.request.urlopen(f"http://127.0.0.1:{ports['8000']}/healthz", timeout=5) as answer:
             assert answer.status == 200

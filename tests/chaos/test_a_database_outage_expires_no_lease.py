@@ -184,11 +184,13 @@ def test_ten_seconds_down_take_no_lease_from_a_live_holder(private_pg, served, d
             served.kill_and_restart(OUTAGE)
         outage = time.monotonic() - stopped
 
-        deadline = time.monotonic() + 90
-        while done_count(pg, job_id) < ITEMS:
+        def finished() -> bool:
+            if done_count(pg, job_id) >= ITEMS:
+                return True
             assert any(w.alive() for w in workers), "every worker ended early:\n" + stderr_of(workers)
-            assert time.monotonic() < deadline, "the run did not finish:\n" + stderr_of(workers)
-            time.sleep(0.1)
+            return False
+
+        wait_until(finished, 90, 0.1, lambda: "the run to finish:\n" + stderr_of(workers))
         for worker in workers:
             assert worker.wait(60) == 0, "".join(worker.stderr[-20:])
             assert worker.finished

@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+from tests.support import arrive_and_wait
 from worker_sdk import QueueExhausted, WorkQueue
 
 SHAPES = (
@@ -52,15 +53,6 @@ def read_lines(path):
     with open(path, "rb") as handle:
         for line in handle:
             yield line.rstrip(b"\n")
-
-
-def barrier(folder: Path, name: str, me: int, parties: int, timeout: float = 120):
-    (folder / f"{name}.{me}").touch()
-    deadline = time.monotonic() + timeout
-    while len(list(folder.glob(f"{name}.*"))) < parties:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"barrier {name}: only {len(list(folder.glob(f'{name}.*')))} of {parties} arrived")
-        time.sleep(0.01)
 
 
 def queue_for(args, round_no, name=None):
@@ -241,7 +233,9 @@ def main():
     shape = globals()[args.shape]
     folder = Path(args.barrier)
     for r in range(args.rounds):
-        barrier(folder, f"round{r}", args.me, args.parties)
+        meeting = folder / f"round{r}"
+        meeting.mkdir(exist_ok=True)
+        arrive_and_wait(meeting, str(args.me), args.parties, timeout=120)
         out("end", r, shape(args, r))
     out("finished", os.getpid())
 

@@ -210,13 +210,12 @@ def test_a_where_on_a_column_that_is_not_a_partition_fails_the_job_naming_it(tmp
 READER = """
 import sys, time
 from pathlib import Path
+from tests.support import arrive_and_wait
 from worker_sdk import WorkQueue
 work, name, slices, worker, barrier = sys.argv[1:]
 queue = WorkQueue([work], shuffle=False, num_slices=int(slices), name=name, worker=worker)
 queue.job
-Path(barrier, worker).touch()
-while len(list(Path(barrier).iterdir())) < 3:
-    time.sleep(0.01)
+arrive_and_wait(Path(barrier), worker, 3)
 for part in queue.ranges():
     for row in part.records():
         print("id", row["id"], row.get("part"), flush=True)

@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+from tests.support import arrive_and_wait
 from worker_sdk import WorkQueue, readers
 
 SHAPES = ("ranges", "dataset", "dataset-blocks", "torch", "loader", "loader-batches")
@@ -46,16 +47,6 @@ def collate_failing_once(record: str, marker: Path, batch):
         marker.touch()
         raise CollateFailed(f"a batch holding {record}")
     return batch
-
-
-def wait_for_everyone(barrier: Path, me: str, parties: int) -> None:
-    """Readers start reading together, so that the slow one gets its share before the fast ones run out."""
-    (barrier / me).touch()
-    deadline = time.monotonic() + 60
-    while len(list(barrier.iterdir())) < parties:
-        if time.monotonic() > deadline:
-            raise SystemExit("the other readers never arrived at the barrier")
-        time.sleep(0.01)
 
 
 def main():
@@ -110,7 +101,8 @@ def main():
         import tensorflow  # noqa: F401  (imported before the barrier: it takes seconds)
 
     queue.job  # attached before the barrier too
-    wait_for_everyone(Path(args.barrier), args.worker, args.parties)
+    # Readers start together, so that the slow one gets its share before the fast ones run out.
+    arrive_and_wait(Path(args.barrier), args.worker, args.parties)
     if args.shape == "ranges":
         for work in queue.ranges():
             for record in work.records():

@@ -1,13 +1,13 @@
 """Sessions end cleanly with a full buffer: blocked producers are cancelled, nothing hangs."""
 
 import threading
-import time
 
 import pytest
 import tensorflow as tf
 
 from worker_sdk.tf.staging import make_prefetch_hook, staged
 
+from ..support import wait_until
 from .graph_helpers import RUN, numbers, tf1
 
 pytestmark = pytest.mark.tf
@@ -22,16 +22,6 @@ def endless_numbers():
 def producer_threads(stage_name):
     prefix = f"shardline-staged:{stage_name}:"
     return [t for t in threading.enumerate() if t.name.startswith(prefix)]
-
-
-def wait_for(predicate, timeout=TIMEOUT_S):
-    """Polls ``predicate`` until it holds or ``timeout`` passes; returns whether it held."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def run_in_thread(graph, target):
@@ -62,7 +52,7 @@ def test_leaving_a_monitored_session_with_a_full_buffer_stops_every_producer():
     def session_with_full_buffer():
         with tf1.train.MonitoredTrainingSession(hooks=[make_prefetch_hook()]) as sess:
             assert int(sess.run(staged_number, options=RUN)) >= 0
-            assert wait_for(lambda: sess.run(size) == 2)
+            wait_until(lambda: sess.run(size) == 2, TIMEOUT_S, 0.01, "a full buffer")
             assert len(producer_threads("full")) == 4  # three producers and the watchdog
 
     run_in_thread(graph, session_with_full_buffer)
@@ -85,7 +75,7 @@ def test_leaving_a_monitored_session_by_an_exception_still_stops_the_producers()
 
     # end() is not called on this path: closing the session cancels the
     # blocked puts and the producers exit by themselves.
-    assert wait_for(lambda: not producer_threads("aborted"))
+    wait_until(lambda: not producer_threads("aborted"), TIMEOUT_S, 0.01, "the producers to exit")
 
 
 def test_the_hook_end_cancels_blocked_puts_and_closes_the_buffer():
@@ -96,7 +86,7 @@ def test_the_hook_end_cancels_blocked_puts_and_closes_the_buffer():
     hook = make_prefetch_hook()
     with tf1.Session(graph=graph) as sess:
         hook.after_create_session(sess, None)
-        assert wait_for(lambda: sess.run(size) == 2)
+        wait_until(lambda: sess.run(size) == 2, TIMEOUT_S, 0.01, "a full buffer")
 
         run_in_thread(graph, lambda: hook.end(sess))
 
