@@ -166,7 +166,9 @@ def live_keys(django_db_setup, django_db_blocker) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def live_server_url(test_database_url, live_keys, django_db_blocker):
-    server = ServerProcess(test_database_url).start()
+    # 3 web processes: each holds a connection per request thread, its
+    # listener's and its clock's, and three pytest processes share Postgres's 100.
+    server = ServerProcess(test_database_url, workers=3).start()
     yield server.url
     server.stop()
     wait_for_other_sessions_to_close(django_db_blocker)
