@@ -7,7 +7,8 @@ PYTEST_ARGS ?=
 # pytest-xdist processes for `make test`: each has its own test database,
 # server processes and Celery queue. Most tests wait on real servers and
 # processes, so with two a quarter of 2 cores stayed idle; three keep them
-# busy (the timings are in bench/RESULTS.md). TEST_PROCESSES=0 runs it in one process.
+# busy (bench/RESULTS.md), their servers sized to fit Postgres's 100
+# connections (tests/conftest.py). TEST_PROCESSES=0 runs it in one process.
 TEST_PROCESSES ?= 3
 
 .PHONY: venv run lint docs test test-unit test-embedded bench clean-embedded soak
