@@ -28,10 +28,11 @@ from .support import Api, ServerProcess, ServiceTime, database_url
 os.environ["SHARDLINE_CELERY_QUEUE"] = f"shardline-test-{uuid.uuid4().hex[:8]}"
 os.environ.setdefault("SHARDLINE_CELERY_VISIBILITY_TIMEOUT", "3")
 # Each web process keeps a database connection per request thread (server/asgi.py);
-# with each pytest process's 4-process server and the servers some tests
+# with a 4-process server per pytest process and the servers some tests
 # start, 8 threads took the machine's Postgres to its 100 connections ("too
-# many clients") with two pytest processes, and 4 to 98 with three. 3 are
-# plenty for a test's requests (a parked take holds none).
+# many clients") with two pytest processes, and 4 to 98 with three (the
+# session's server now runs 3 processes: live_server_url). 3 are plenty for
+# a test's requests (a parked take holds none).
 os.environ.setdefault("SHARDLINE_WEB_THREADS", "3")
 
 

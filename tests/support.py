@@ -67,7 +67,7 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, message
             return value
         if time.monotonic() > deadline:
             said = message() if callable(message) else message
-            raise AssertionError(f"timed out after {timeout}s waiting for {said}")
+            raise AssertionError(f"timed out after {timeout:.3g} s waiting for {said}")
         time.sleep(interval)
 
 

@@ -8,7 +8,7 @@ def test_eight_simultaneous_repeats_get_one_answer_and_one_set_of_leases(live_ap
     body = {"name": f"repeats-{uuid.uuid4().hex[:8]}", "works": [f"/d/{i}" for i in range(40)], "shuffle": False}
     job = live_api("worker").post("/api/v1/jobs/", body).json()
     key = uuid.uuid4().hex
-    clients = [live_api("worker") for _ in range(8)]  # a connection each: the server's 4 processes answer them
+    clients = [live_api("worker") for _ in range(8)]  # a connection each: the server's processes answer them
     start = threading.Barrier(len(clients))
     answers = [None] * len(clients)
 
